@@ -1,0 +1,220 @@
+"""The ``lab`` command: the same verbs the Makefile uses.
+
+Examples::
+
+    lab run turn13                         # evaluate experiments/turn13.yaml, write a report
+    lab run turn13 --limit 20              # a stratified sample of 20 questions
+    lab run turn13 --kb ../shared/benchmarks/insurellm/knowledge-base \\
+                   --eval ../shared/benchmarks/insurellm/tests.jsonl
+    lab list                               # experiments and what each changes
+    lab validate turn22                    # resolved config + where each model comes from
+    lab report reports/turn13/LATEST       # re-render a report from its files
+    lab models                             # which models this machine can load
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from lab.errors import LabError
+
+EPILOG = "Exit codes: 0 done, 2 bad input (config, data or model; the message says how to fix it), 130 interrupted."
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--experiments", type=Path, default=Path("experiments"), metavar="DIR",
+                   help="folder of experiment configs (default: experiments)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lab",
+        description="An evaluation-driven RAG laboratory: run versioned experiment configs and compare reports.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser(
+        "run", help="run an experiment and write reports/<NAME>/<run-id>/",
+        description="Run experiments/NAME.yaml: build or reuse its index, retrieve (and rerank) for every "
+                    "question, score, and write results.json, samples.jsonl and report.html.",
+        epilog="example: lab run turn13 --limit 20",
+    )
+    run.add_argument("name", metavar="NAME", help="experiment name (a file in experiments/, without .yaml)")
+    run.add_argument("--kb", type=Path, help="knowledge-base folder (overrides data.knowledge_base)")
+    run.add_argument("--eval", type=Path, help="eval set JSONL (overrides data.eval_set)")
+    run.add_argument("--limit", type=int, help="evaluate a stratified sample of N questions")
+    run.add_argument("--seed", type=int, help="seed of the sample (default: the config's, 13)")
+    run.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
+    run.add_argument("--cache", type=Path, help="cache folder (default: $LAB_CACHE or ~/.cache/lab)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _common(run)
+
+    lst = sub.add_parser("list", help="list experiments", epilog="example: lab list")
+    _common(lst)
+
+    val = sub.add_parser(
+        "validate", help="check a config and resolve its models without running",
+        epilog="example: lab validate turn22",
+    )
+    val.add_argument("name", metavar="NAME")
+    _common(val)
+
+    rep = sub.add_parser("report", help="re-render report.html from a run folder's files",
+                         epilog="example: lab report reports/turn13/20261122-130000")
+    rep.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder, or reports/<NAME>/LATEST")
+
+    sub.add_parser("models", help="show where each known model resolves on this machine",
+                   epilog="example: lab models")
+    return parser
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname).1s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stderr,
+    )
+    for noisy in ("httpx", "llama_index", "sentence_transformers", "urllib3", "huggingface_hub", "filelock"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    os.environ.setdefault("LANCE_LOG", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _overrides(args: argparse.Namespace) -> dict:
+    data, sample = {}, {}
+    if args.kb is not None:
+        data["knowledge_base"] = str(args.kb.expanduser().resolve())
+    if args.eval is not None:
+        data["eval_set"] = str(args.eval.expanduser().resolve())
+    if args.limit is not None:
+        sample["limit"] = args.limit
+    if args.seed is not None:
+        sample["seed"] = args.seed
+    out = {}
+    if data:
+        out["data"] = data
+    if sample:
+        out["sample"] = sample
+    return out
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from lab.config import load_experiment
+    from lab.models import cache_dir
+    from lab.runner import RunOptions, run_experiment
+
+    cfg = load_experiment(args.name, args.experiments, _overrides(args))
+    if args.cache:
+        os.environ["LAB_CACHE"] = str(args.cache.resolve())
+    opts = RunOptions(
+        project_root=args.experiments.resolve().parent,
+        reports_root=args.reports,
+        cache_root=cache_dir(),
+        show_progress=not args.no_progress and sys.stderr.isatty(),
+    )
+    run_dir = run_experiment(cfg, opts)
+    _print_summary(run_dir)
+    print(f"report: {run_dir / 'report.html'}")
+    return 0
+
+
+def _print_summary(run_dir: Path) -> None:
+    from lab.report.html import fmt, load_run
+
+    results, _ = load_run(run_dir)
+    m = results["metrics"]
+    cols = ["mrr", "ndcg", "coverage", "context_chars"]
+    print(f"{results['name']} ({results['sample']['n_questions']} questions"
+          f"{', sample' if results['sample']['is_sample'] else ''}; index "
+          f"{'reused' if results['index']['reused'] else 'built'}, {results['index']['texts_embedded']} texts embedded)")
+    print(f"{'category':<14}{'n':>5}" + "".join(f"{c:>15}" for c in cols))
+    rows = [("overall", {"n": results["sample"]["n_questions"], **m["overall"]})] + list(m["by_category"].items())
+    for cat, row in rows:
+        print(f"{cat:<14}{row['n']:>5}" + "".join(f"{fmt(c, row[c]['mean']):>15}" for c in cols))
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    import yaml
+
+    for path in sorted(args.experiments.glob("*.yaml")):
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        parent = f" (extends {raw['extends']})" if raw.get("extends") else ""
+        print(f"{path.stem:<18}{raw.get('description', '')}{parent}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from lab.config import dump_yaml, load_experiment
+    from lab.models import resolve_hf_model
+    from lab.rerank import resolve_reranker
+
+    cfg = load_experiment(args.name, args.experiments)
+    print(dump_yaml(cfg), end="")
+    emb = resolve_hf_model(cfg.embedding.model, "embedding model")
+    print(f"# embedding model: {emb.name} -> {emb.location} ({emb.source})")
+    plan = resolve_reranker(cfg.reranker)
+    if plan:
+        print(f"# reranker model: {plan.model.name} -> {plan.model.location} ({plan.model.source})")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from lab.report.html import render_run
+
+    run_dir = args.run_dir
+    if run_dir.name == "LATEST" and run_dir.is_file():
+        run_dir = run_dir.parent / run_dir.read_text().strip()
+    if not (run_dir / "results.json").is_file():
+        raise LabError(f"{run_dir} is not a run folder (no results.json)", hint="pass reports/<NAME>/<run-id>")
+    print(render_run(run_dir))
+    return 0
+
+
+def cmd_models(args: argparse.Namespace) -> int:
+    from lab.models import GGUF_MODELS, PACKAGED_HF_MODELS, resolve_gguf, resolve_hf_model
+
+    names = list(PACKAGED_HF_MODELS) + ["BAAI/bge-reranker-base", "cross-encoder/ms-marco-MiniLM-L-6-v2"]
+    for name in names:
+        try:
+            m = resolve_hf_model(name, "model")
+            print(f"{name:<42} {m.source:<10} {m.location}")
+        except LabError:
+            print(f"{name:<42} {'missing':<10} (see `lab validate turn22` for how to supply it)")
+    for name in GGUF_MODELS:
+        try:
+            print(f"{name:<42} {'gguf':<10} {resolve_gguf(name)}")
+        except LabError as exc:
+            print(f"{name:<42} {'missing':<10} {exc.hint}")
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "list": cmd_list, "validate": cmd_validate, "report": cmd_report, "models": cmd_models}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    _setup_logging(args.verbose)
+    try:
+        return COMMANDS[args.command](args)
+    except LabError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted: finished work is cached; run the same command again to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""Embeddings: a LlamaIndex ``BaseEmbedding`` over sentence-transformers, cached by content.
+
+Every vector is stored in a SQLite table keyed by (model fingerprint, prefix, text), so a text
+is embedded once per model on a machine, whichever experiment asked for it. ``counters`` tells
+how many texts were computed versus served from the cache; runs record it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from pydantic import PrivateAttr
+
+from lab.models import ResolvedModel, model_fingerprint
+
+log = logging.getLogger(__name__)
+
+
+class VectorCache:
+    """A content-addressed store of float32 vectors (SQLite, WAL, safe across processes)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._conn() as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=60)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+        return conn
+
+    def get_many(self, keys: list[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        conn = self._conn()
+        for start in range(0, len(keys), 500):
+            batch = keys[start : start + 500]
+            marks = ",".join("?" * len(batch))
+            for key, blob in conn.execute(f"SELECT key, vec FROM vectors WHERE key IN ({marks})", batch):
+                out[key] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def put_many(self, items: dict[str, np.ndarray]) -> None:
+        if not items:
+            return
+        conn = self._conn()
+        with conn:
+            conn.executemany(
+                "INSERT OR REPLACE INTO vectors (key, vec) VALUES (?, ?)",
+                [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()],
+            )
+
+
+class LabEmbedding(BaseEmbedding):
+    """sentence-transformers embeddings with prefixes, large batches and a content cache."""
+
+    model_location: str
+    query_prefix: str = ""
+    passage_prefix: str = ""
+
+    _model: Any = PrivateAttr(default=None)
+    _cache: VectorCache | None = PrivateAttr(default=None)
+    _fingerprint: str = PrivateAttr(default="")
+    _counters: dict = PrivateAttr(default_factory=lambda: {"computed": 0, "cached": 0})
+
+    def __init__(self, resolved: ResolvedModel, cache: VectorCache | None, **kwargs: Any):
+        super().__init__(model_name=resolved.name, model_location=resolved.location, **kwargs)
+        self._cache = cache
+        self._fingerprint = f"{resolved.name}:{model_fingerprint(resolved.location)}"
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "LabEmbedding"
+
+    @property
+    def counters(self) -> dict:
+        return self._counters
+
+    @property
+    def fingerprint(self) -> str:
+        return self._fingerprint
+
+    def _load(self) -> Any:
+        if self._model is None:
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(self.model_location, device="cpu")
+        return self._model
+
+    def encode(self, texts: list[str], prefix: str, show_progress: bool = False) -> np.ndarray:
+        """Embed ``texts`` (normalised float32 rows), computing only what the cache lacks."""
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        keys = [
+            hashlib.sha256(f"{self._fingerprint}\x00{prefix}\x00{t}".encode()).hexdigest() for t in texts
+        ]
+        found = self._cache.get_many(list(set(keys))) if self._cache else {}
+        missing = sorted({k: t for k, t in zip(keys, texts) if k not in found}.items())
+        if missing:
+            model = self._load()
+            vecs = model.encode(
+                [prefix + t for _, t in missing],
+                batch_size=self.embed_batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=show_progress,
+            ).astype(np.float32)
+            new = {k: v for (k, _), v in zip(missing, vecs)}
+            if self._cache:
+                self._cache.put_many(new)
+            found.update(new)
+        self._counters["computed"] += len(missing)
+        self._counters["cached"] += len(texts) - len(missing)
+        return np.stack([found[k] for k in keys])
+
+    # LlamaIndex interface ---------------------------------------------------------------------
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self.encode([query], self.query_prefix)[0].tolist()
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self.encode([text], self.passage_prefix)[0].tolist()
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return self.encode(texts, self.passage_prefix).tolist()
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._get_query_embedding(query)
+
+
+def build_embedding(cfg: Any, resolved: ResolvedModel, cache_root: Path | None) -> LabEmbedding:
+    cache = VectorCache(cache_root / "embeddings.sqlite") if cache_root else None
+    return LabEmbedding(
+        resolved,
+        cache,
+        embed_batch_size=cfg.batch_size,
+        query_prefix=cfg.query_prefix,
+        passage_prefix=cfg.passage_prefix,
+    )

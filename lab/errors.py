@@ -1,0 +1,34 @@
+"""User-facing errors: each says what is wrong, where, and how to fix it."""
+
+from __future__ import annotations
+
+
+class LabError(Exception):
+    """An error caused by user input (a config, a data file, a model name).
+
+    The CLI prints the message without a traceback and exits with ``exit_code``.
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, hint: str | None = None):
+        self.message = message
+        self.hint = hint
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        if self.hint:
+            return f"{self.message}\n  fix: {self.hint}"
+        return self.message
+
+
+class ConfigError(LabError):
+    """An experiment config is invalid."""
+
+
+class DataError(LabError):
+    """A knowledge base or eval set is invalid."""
+
+
+class ModelNotFoundError(LabError):
+    """A model named by a config cannot be resolved to weights on this machine."""

@@ -1,0 +1,133 @@
+"""Eval sets: JSONL rows ``{question, keywords, reference_answer, category}`` plus optional
+``id`` and ``references`` (golden evidence spans). Errors name the file, line and field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from lab.errors import DataError
+
+
+class Reference(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    source: str | None = None
+    content: str
+    start_index: int = Field(ge=0)
+    end_index: int = Field(ge=0)
+
+
+class EvalRow(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    id: str | None = None
+    question: str = Field(min_length=1)
+    keywords: list[str] = Field(min_length=1)
+    reference_answer: str
+    category: str = Field(min_length=1)
+    references: list[Reference] | None = None
+
+    @field_validator("keywords")
+    @classmethod
+    def _non_empty(cls, value: list[str]) -> list[str]:
+        for i, kw in enumerate(value):
+            if not kw.strip():
+                raise ValueError(f"keyword {i} is empty")
+        return value
+
+
+@dataclass
+class EvalSet:
+    path: Path
+    rows: list[EvalRow]
+    sha256: str
+    n_total: int
+
+    @property
+    def is_sample(self) -> bool:
+        return len(self.rows) < self.n_total
+
+
+def load_eval_set(path: Path, categories: Sequence[str]) -> EvalSet:
+    if not path.is_file():
+        raise DataError(f"eval set {path} does not exist", hint="check data.eval_set or EVAL=")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise DataError(f"{path} line {line}: not UTF-8", hint="re-save the file as UTF-8") from None
+    rows: list[EvalRow] = []
+    seen: dict[str, int] = {}
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(
+                f"{path} line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})",
+                hint="each line must be one JSON object",
+            ) from None
+        if not isinstance(data, dict):
+            raise DataError(f"{path} line {lineno}: expected a JSON object, got {type(data).__name__}")
+        try:
+            row = EvalRow.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(p) for p in err["loc"]) or "(row)"
+            msg = "missing" if err["type"] == "missing" else err["msg"]
+            if err["type"] == "extra_forbidden":
+                msg = "unknown field (allowed: id, question, keywords, reference_answer, category, references)"
+            raise DataError(f"{path} line {lineno}: field '{field}': {msg}") from None
+        if row.category not in categories:
+            raise DataError(
+                f"{path} line {lineno}: field 'category': {row.category!r} is not a declared category",
+                hint=f"use one of {', '.join(categories)}, or declare it in data.categories",
+            )
+        row.id = row.id or f"L{lineno:04d}"
+        if row.id in seen:
+            raise DataError(
+                f"{path} line {lineno}: field 'id': {row.id!r} already used on line {seen[row.id]}",
+                hint="give every question a unique id",
+            )
+        seen[row.id] = lineno
+        rows.append(row)
+    if not rows:
+        raise DataError(f"eval set {path} has no questions", hint="add JSONL rows")
+    return EvalSet(path=path, rows=rows, sha256=hashlib.sha256(raw).hexdigest(), n_total=len(rows))
+
+
+def stratified_sample(rows: Sequence[EvalRow], limit: int, seed: int) -> list[EvalRow]:
+    """``limit`` rows drawn per category in proportion to its size (largest remainder), each
+    category keeping at least one row when ``limit`` allows; original order is kept."""
+    if limit >= len(rows):
+        return list(rows)
+    groups: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        groups.setdefault(row.category, []).append(i)
+    cats = sorted(groups)
+    quotas = {c: limit * len(groups[c]) / len(rows) for c in cats}
+    alloc = {c: int(quotas[c]) for c in cats}
+    if limit >= len(cats):
+        for c in cats:
+            alloc[c] = max(alloc[c], 1)
+    while sum(alloc.values()) > limit:  # the floor of 1 overshot: take from the largest
+        c = max(cats, key=lambda c: (alloc[c] - quotas[c], alloc[c]))
+        alloc[c] -= 1
+    for c in sorted(cats, key=lambda c: -(quotas[c] - int(quotas[c]))):
+        if sum(alloc.values()) >= limit:
+            break
+        if alloc[c] < len(groups[c]):
+            alloc[c] += 1
+    rng = random.Random(seed)
+    chosen: set[int] = set()
+    for c in cats:
+        chosen.update(rng.sample(groups[c], min(alloc[c], len(groups[c]))))
+    return [rows[i] for i in sorted(chosen)]

@@ -1,0 +1,149 @@
+"""Index: one LanceDB table per (corpus content, chunker config, embedding model), on disk.
+
+Layout under the cache: ``indexes/<key>/lancedb`` (the table ``chunks``) and
+``indexes/<key>/manifest.json``. A build writes into a temporary folder and renames it into
+place when complete, under a file lock, so an interrupted build leaves no half-written table
+and two runs asking for the same key build it once. A second experiment with the same key opens
+the table without chunking or embedding anything.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import shutil
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from lab.ingest import Corpus, chunk
+
+log = logging.getLogger(__name__)
+
+TABLE = "chunks"
+MANIFEST = "manifest.json"
+
+
+def index_key(corpus_hash: str, chunker_cfg: Any, embedding_cfg: Any, embed_fingerprint: str) -> str:
+    """sha256 of everything that changes the table's rows; batch sizes are left out."""
+    body = {
+        "corpus": corpus_hash,
+        "chunker": chunker_cfg.model_dump(mode="json"),
+        "embedding": {
+            "model": embed_fingerprint,
+            "embed_metadata": embedding_cfg.embed_metadata,
+            "passage_prefix": embedding_cfg.passage_prefix,
+        },
+    }
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:20]
+
+
+@dataclass
+class IndexHandle:
+    key: str
+    path: Path
+    index: Any  # llama_index VectorStoreIndex
+    reused: bool
+    manifest: dict
+    timings: dict = field(default_factory=dict)
+    embedded: int = 0  # texts embedded by this process while building
+
+    @property
+    def n_chunks(self) -> int:
+        return int(self.manifest["n_chunks"])
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _open(path: Path, embed_model: Any) -> Any:
+    from llama_index.core import VectorStoreIndex
+    from llama_index.vector_stores.lancedb import LanceDBVectorStore
+
+    store = LanceDBVectorStore(uri=str(path / "lancedb"), table_name=TABLE, mode="overwrite")
+    return VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
+
+
+def open_or_build(
+    corpus: Corpus,
+    cfg: Any,
+    embed_model: Any,
+    cache_root: Path,
+    show_progress: bool = True,
+) -> IndexHandle:
+    """Open the table for this (corpus, chunker, embedding), building it first if needed."""
+    key = index_key(corpus.content_hash, cfg.chunker, cfg.embedding, embed_model.fingerprint)
+    root = cache_root / "indexes"
+    final = root / key
+    with _locked(root / f"{key}.lock"):
+        if (final / MANIFEST).is_file():
+            manifest = json.loads((final / MANIFEST).read_text())
+            log.info("reusing index %s (%d chunks)", key, manifest["n_chunks"])
+            return IndexHandle(key, final, _open(final, embed_model), True, manifest)
+        if final.exists():  # a folder without a manifest is debris from an older layout
+            shutil.rmtree(final)
+        for debris in root.glob(f".{key}.tmp-*"):
+            shutil.rmtree(debris, ignore_errors=True)
+        return _build(corpus, cfg, embed_model, key, final, show_progress)
+
+
+def _build(corpus: Corpus, cfg: Any, embed_model: Any, key: str, final: Path, show_progress: bool) -> IndexHandle:
+    from llama_index.core.schema import MetadataMode
+    from llama_index.vector_stores.lancedb import LanceDBVectorStore
+
+    before = embed_model.counters["computed"]
+    t0 = time.perf_counter()
+    nodes = chunk(corpus, cfg.chunker, embed_model, show_progress=show_progress)
+    t1 = time.perf_counter()
+    texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+    during_chunking = embed_model.counters["computed"] - before
+    vectors = embed_model.encode(texts, embed_model.passage_prefix, show_progress=show_progress)
+    for node, vec in zip(nodes, vectors):
+        node.embedding = vec.tolist()
+    t2 = time.perf_counter()
+    tmp = final.parent / f".{key}.tmp-{os.getpid()}"
+    store = LanceDBVectorStore(uri=str(tmp / "lancedb"), table_name=TABLE, mode="overwrite")
+    store.add(nodes)
+    manifest = {
+        "key": key,
+        "n_chunks": len(nodes),
+        "n_documents": len(corpus.documents),
+        "corpus_hash": corpus.content_hash,
+        "chunker": cfg.chunker.model_dump(mode="json"),
+        "embedding_model": embed_model.fingerprint,
+        "embed_metadata": cfg.embedding.embed_metadata,
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "chunk_chars_mean": sum(len(n.get_content()) for n in nodes) / max(len(nodes), 1),
+    }
+    (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    os.replace(tmp, final)
+    t3 = time.perf_counter()
+    timings = {"chunk_s": t1 - t0, "embed_s": t2 - t1, "write_s": t3 - t2}
+    embedded = embed_model.counters["computed"] - before
+    log.info(
+        "built index %s: %d chunks (%d texts embedded, %d of them while chunking)",
+        key, len(nodes), embedded, during_chunking,
+    )
+    return IndexHandle(key, final, _open(final, embed_model), False, manifest, timings, embedded)
+
+
+def table_rows(handle: IndexHandle) -> list[dict]:
+    """Every chunk's id, source and text (for inspection and tests)."""
+    import lancedb
+
+    table = lancedb.connect(str(handle.path / "lancedb")).open_table(TABLE)
+    data = table.to_arrow().select(["id", "text", "vector"]).to_pylist()
+    return data

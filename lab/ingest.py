@@ -1,0 +1,208 @@
+"""Ingest: a folder of documents -> LlamaIndex Documents -> nodes (chunks).
+
+Documents carry ``source`` (path relative to the knowledge base) and ``doc_type`` (its top-level
+folder). Chunkers are LlamaIndex node parsers built from config through :data:`CHUNKERS`; node
+ids are stable (``<source>#<n>``) and nodes keep their character offsets in the source.
+Metadata stays out of the embedded text unless ``embedding.embed_metadata`` is set.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from llama_index.core.node_parser import NodeParser, SemanticSplitterNodeParser
+from llama_index.core.schema import BaseNode, Document
+
+from lab.errors import DataError
+from lab.registry import Registry
+
+log = logging.getLogger(__name__)
+
+METADATA_KEYS = ("source", "doc_type", "file_name")
+
+
+@dataclass
+class Corpus:
+    root: Path
+    documents: list[Document]
+    skipped: list[str] = field(default_factory=list)  # "path: why"
+
+    @property
+    def content_hash(self) -> str:
+        """sha256 over (source, text) of every document, in order."""
+        h = hashlib.sha256()
+        for doc in self.documents:
+            h.update(doc.metadata["source"].encode() + b"\x00" + doc.text.encode() + b"\x00")
+        return h.hexdigest()
+
+    @property
+    def n_chars(self) -> int:
+        return sum(len(d.text) for d in self.documents)
+
+
+def load_folder(root: Path, extensions: Sequence[str], max_file_bytes: int, embed_metadata: bool) -> Corpus:
+    """Load every file under ``root`` with one of ``extensions``, sorted by path."""
+    if not root.exists():
+        raise DataError(f"knowledge base {root} does not exist", hint="check data.knowledge_base or KB=")
+    if not root.is_dir():
+        raise DataError(f"knowledge base {root} is not a folder", hint="point data.knowledge_base at a folder")
+    exts = {e.lower() for e in extensions}
+    paths = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in exts)
+    if not paths:
+        raise DataError(
+            f"knowledge base {root} has no files ending in {', '.join(sorted(exts))}",
+            hint="add documents, or set loader.extensions",
+        )
+    documents, skipped = [], []
+    for path in paths:
+        rel = path.relative_to(root).as_posix()
+        size = path.stat().st_size
+        if size > max_file_bytes:
+            raise DataError(
+                f"{path}: {size:,} bytes is over the limit of {max_file_bytes:,}",
+                hint="split the file, or raise loader.max_file_bytes in the config",
+            )
+        raw = path.read_bytes()
+        nul = raw.find(b"\x00")
+        if nul >= 0:
+            raise DataError(
+                f"{path}: binary content in a text file (NUL byte at offset {nul})",
+                hint="remove the file, or give it the extension of its real format",
+            )
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = raw[: exc.start].count(b"\n") + 1
+            raise DataError(
+                f"{path} line {line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})",
+                hint="re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+            ) from None
+        if not text.strip():
+            skipped.append(f"{rel}: empty")
+            log.warning("skipping empty file %s", path)
+            continue
+        parts = rel.split("/")
+        metadata = {"source": rel, "doc_type": parts[0] if len(parts) > 1 else "", "file_name": path.name}
+        excluded = [] if embed_metadata else list(METADATA_KEYS)
+        documents.append(
+            Document(
+                text=text,
+                id_=rel,
+                metadata=metadata,
+                excluded_embed_metadata_keys=excluded,
+                excluded_llm_metadata_keys=[],
+            )
+        )
+    if not documents:
+        raise DataError(f"knowledge base {root}: every file is empty", hint="add documents with text")
+    return Corpus(root=root, documents=documents, skipped=skipped)
+
+
+def stable_id(i: int, doc: BaseNode) -> str:
+    return f"{doc.node_id}#{i}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Chunkers
+
+CHUNKERS: Registry[Callable[..., NodeParser]] = Registry("chunker")
+
+
+class RecursiveCharacterNodeParser(NodeParser):
+    """LangChain's RecursiveCharacterTextSplitter as a LlamaIndex node parser.
+
+    Sizes are characters (``len``), separators default to ``["\\n\\n", "\\n", " ", ""]``, and
+    whitespace is stripped from chunk ends: the same chunks the founding story used.
+    """
+
+    chunk_size: int = 1000
+    chunk_overlap: int = 200
+    separators: list[str] | None = None
+
+    def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kw: Any) -> list[BaseNode]:
+        from langchain_text_splitters import RecursiveCharacterTextSplitter
+        from llama_index.core.node_parser.node_utils import build_nodes_from_splits
+
+        splitter = RecursiveCharacterTextSplitter(
+            chunk_size=self.chunk_size, chunk_overlap=self.chunk_overlap, separators=self.separators
+        )
+        out: list[BaseNode] = []
+        for node in nodes:
+            splits = splitter.split_text(node.get_content())
+            out.extend(build_nodes_from_splits(splits, node, id_func=self.id_func))
+        return out
+
+
+@CHUNKERS.register("recursive_character")
+def _recursive(cfg: Any, embed_model: Any) -> NodeParser:
+    return RecursiveCharacterNodeParser(
+        chunk_size=cfg.chunk_size,
+        chunk_overlap=cfg.chunk_overlap,
+        separators=cfg.separators,
+        id_func=stable_id,
+        include_prev_next_rel=False,
+    )
+
+
+class BatchedSemanticSplitter(SemanticSplitterNodeParser):
+    """SemanticSplitterNodeParser that embeds the sentence groups of all documents at once.
+
+    The stock parser calls the embedding model once per document with small batches, so most of
+    its time goes to per-call overhead and padding. This one gathers every document's sentence
+    groups, embeds them in one call (sorted by length, large batches, cached by content), then
+    places breakpoints per document exactly as the stock parser does.
+    """
+
+    def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kw: Any) -> list[BaseNode]:
+        from llama_index.core.node_parser.node_utils import build_nodes_from_splits
+
+        groups = []
+        for node in nodes:
+            groups.append(self._build_sentence_groups(self.sentence_splitter(node.get_content())))
+        texts = [s["combined_sentence"] for g in groups for s in g]
+        vectors = self._embed_all(texts, show_progress)
+        out: list[BaseNode] = []
+        pos = 0
+        for node, sentences in zip(nodes, groups):
+            vecs = vectors[pos : pos + len(sentences)].astype(np.float64)
+            pos += len(sentences)
+            # 1 - cosine of consecutive groups (vectors are unit length).
+            distances = list(1.0 - np.sum(vecs[:-1] * vecs[1:], axis=1)) if len(sentences) > 1 else []
+            chunks = self._build_node_chunks(sentences, [float(d) for d in distances])
+            out.extend(build_nodes_from_splits(chunks, node, id_func=self.id_func))
+        return out
+
+    def _embed_all(self, texts: list[str], show_progress: bool) -> np.ndarray:
+        encode = getattr(self.embed_model, "encode", None)
+        if encode is not None:  # the lab's embedding: one batched, cached call
+            return encode(texts, self.embed_model.passage_prefix, show_progress=show_progress)
+        vecs = np.asarray(self.embed_model.get_text_embedding_batch(texts), dtype=np.float32)
+        return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+
+
+@CHUNKERS.register("semantic")
+def _semantic(cfg: Any, embed_model: Any) -> NodeParser:
+    return BatchedSemanticSplitter.from_defaults(
+        embed_model=embed_model,
+        buffer_size=cfg.buffer_size,
+        breakpoint_percentile_threshold=cfg.breakpoint_percentile_threshold,
+        id_func=stable_id,
+        include_prev_next_rel=False,
+    )
+
+
+def build_chunker(cfg: Any, embed_model: Any) -> NodeParser:
+    return CHUNKERS.get(cfg.name, where="chunker.name")(cfg, embed_model)
+
+
+def chunk(corpus: Corpus, cfg: Any, embed_model: Any, show_progress: bool = False) -> list[BaseNode]:
+    parser = build_chunker(cfg, embed_model)
+    nodes = parser.get_nodes_from_documents(corpus.documents, show_progress=show_progress)
+    for node in nodes:  # keep metadata out of the embedded text unless the config asks for it
+        node.excluded_embed_metadata_keys = list(corpus.documents[0].excluded_embed_metadata_keys)
+    return nodes

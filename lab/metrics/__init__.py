@@ -1,0 +1,1 @@
+"""Metrics: pure per-question functions (``retrieval``) and aggregation (``aggregate``)."""

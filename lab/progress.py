@@ -1,0 +1,28 @@
+"""Progress with ETA: a tqdm bar on a terminal, periodic log lines elsewhere (CI, nohup)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Iterable, Iterator, TypeVar
+
+T = TypeVar("T")
+log = logging.getLogger("lab.progress")
+
+
+def progress(items: Iterable[T], total: int, desc: str, bar: bool, every: float = 0.1) -> Iterator[T]:
+    """Yield ``items``; show a bar when ``bar``, else log ``desc i/total, ETA`` every 10%."""
+    if bar:
+        from tqdm import tqdm
+
+        yield from tqdm(items, total=total, desc=desc, unit="q", file=sys.stderr)
+        return
+    t0 = time.perf_counter()
+    step = max(1, int(total * every))
+    for i, item in enumerate(items, start=1):
+        yield item
+        if i % step == 0 or i == total:
+            elapsed = time.perf_counter() - t0
+            eta = elapsed / i * (total - i)
+            log.info("%s %d/%d, %.0f s elapsed, ETA %.0f s", desc, i, total, elapsed, eta)

@@ -1,0 +1,220 @@
+"""Rerank: second-stage LlamaIndex node postprocessors, built from config.
+
+- ``flag_embedding``: LlamaIndex ``FlagEmbeddingReranker`` (bge-reranker models);
+- ``sentence_transformer``: LlamaIndex ``SentenceTransformerRerank`` (ms-marco cross-encoders);
+- ``llm_pointwise``: :class:`LLMPointwiseReranker`, a local GGUF LLM reading question and
+  passage together and scoring log P(yes) - log P(no) to "is this passage relevant?".
+
+Models resolve at start-up (:func:`resolve_reranker`), before any index is built, so a missing
+cross-encoder stops the run at once with a message saying how to supply it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from lab.errors import LabError
+from lab.models import ResolvedModel, model_fingerprint, resolve_gguf, resolve_hf_model
+from lab.registry import Registry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RerankerPlan:
+    """A reranker config with its model resolved (no weights loaded yet)."""
+
+    cfg: Any
+    model: ResolvedModel
+
+
+def resolve_reranker(cfg: Any) -> RerankerPlan | None:
+    if cfg is None:
+        return None
+    RERANKERS.check(cfg.name, where="reranker.name")
+    if cfg.name == "llm_pointwise":
+        path = resolve_gguf(cfg.model)
+        return RerankerPlan(cfg, ResolvedModel(cfg.model, str(path), "gguf"))
+    kind = "reranker model (cross-encoder)"
+    try:
+        return RerankerPlan(cfg, resolve_hf_model(cfg.model, kind))
+    except LabError as exc:
+        exc.hint = (exc.hint or "") + (
+            "; or run the experiment turn22-offline, whose second stage runs with packaged models"
+        )
+        raise
+
+
+RERANKERS: Registry[Callable[[RerankerPlan, Any], BaseNodePostprocessor]] = Registry("reranker")
+
+
+@RERANKERS.register("flag_embedding")
+def _flag(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
+    try:
+        from llama_index.postprocessor.flag_embedding_reranker import FlagEmbeddingReranker
+    except ImportError:
+        raise LabError(
+            "reranker 'flag_embedding' needs llama-index-postprocessor-flag-embedding-reranker",
+            hint="pip install -e '.[flag]' inside .venv",
+        ) from None
+    return FlagEmbeddingReranker(model=plan.model.location, top_n=plan.cfg.top_n, use_fp16=plan.cfg.use_fp16)
+
+
+@RERANKERS.register("sentence_transformer")
+def _st(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
+    from llama_index.core.postprocessor import SentenceTransformerRerank
+
+    return SentenceTransformerRerank(model=plan.model.location, top_n=plan.cfg.top_n, device="cpu")
+
+
+@RERANKERS.register("llm_pointwise")
+def _llm(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
+    scorer = LlamaCppRelevanceScorer(
+        plan.model.location,
+        n_ctx=plan.cfg.n_ctx,
+        n_threads=plan.cfg.n_threads,
+    )
+    return LLMPointwiseReranker(
+        scorer=scorer, top_n=plan.cfg.top_n, max_passage_chars=plan.cfg.max_passage_chars, cache=cache
+    )
+
+
+def build_reranker(plan: RerankerPlan | None, cache: Any) -> BaseNodePostprocessor | None:
+    if plan is None:
+        return None
+    return RERANKERS.get(plan.cfg.name)(plan, cache)
+
+
+# ---------------------------------------------------------------------------------------------
+# The LLM pointwise reranker
+
+PROMPT_VERSION = "relevance-yesno-v1"
+SYSTEM = "You judge whether a passage from a company knowledge base helps answer a question."
+USER = (
+    "Question: {question}\n\n"
+    "Passage:\n{passage}\n\n"
+    "Does the passage contain information that answers the question? Answer yes or no."
+)
+
+
+class LlamaCppRelevanceScorer:
+    """Scores (question, passage) with a local GGUF model in one forward pass per pair.
+
+    The prompt puts the question before the passage, so the tokens shared by every candidate
+    of a question (instruction and question) stay in the KV cache and are evaluated once.
+    """
+
+    def __init__(self, model_path: str, n_ctx: int = 1024, n_threads: int | None = None):
+        self.model_path = model_path
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or os.cpu_count() or 1
+        self.fingerprint = f"{os.path.basename(model_path)}:{model_fingerprint(model_path)}:{PROMPT_VERSION}"
+        self._llm = None
+        self.tokens_evaluated = 0
+
+    def _load(self) -> Any:
+        if self._llm is None:
+            try:
+                from llama_cpp import Llama
+            except ImportError:
+                raise LabError(
+                    "reranker 'llm_pointwise' needs llama-cpp-python",
+                    hint="run `make venv`, which builds it (portable CPU build, ~8 min on 2 cores)",
+                ) from None
+            self._llm = Llama(
+                model_path=self.model_path,
+                n_ctx=self.n_ctx,
+                n_threads=self.n_threads,
+                n_batch=512,
+                logits_all=False,
+                verbose=False,
+            )
+            tok = lambda s: self._llm.tokenize(s.encode(), add_bos=False, special=False)[0]  # noqa: E731
+            self._yes = sorted({tok(w) for w in ("yes", "Yes", " yes", " Yes")})
+            self._no = sorted({tok(w) for w in ("no", "No", " no", " No")})
+        return self._llm
+
+    def prompt(self, question: str, passage: str) -> str:
+        user = USER.format(question=question.strip(), passage=passage.strip())
+        return (
+            f"<|im_start|>system\n{SYSTEM}<|im_end|>\n"
+            f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
+        )
+
+    def score(self, question: str, passage: str) -> float:
+        llm = self._load()
+        tokens = llm.tokenize(self.prompt(question, passage).encode(), add_bos=False, special=True)
+        limit = self.n_ctx - 1
+        if len(tokens) > limit:  # keep the head and the answer cue
+            tokens = tokens[: limit - 16] + tokens[-16:]
+        cached = llm.input_ids[: llm.n_tokens].tolist()
+        common = 0
+        for a, b in zip(cached, tokens):
+            if a != b:
+                break
+            common += 1
+        llm.n_tokens = min(common, len(tokens) - 1)  # re-evaluate at least the last token
+        llm.eval(tokens[llm.n_tokens :])
+        self.tokens_evaluated += len(tokens) - common
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
+        return float(_logsumexp(logits[self._yes]) - _logsumexp(logits[self._no]))
+
+
+def _logsumexp(x: np.ndarray) -> float:
+    m = float(np.max(x))
+    return m + float(np.log(np.sum(np.exp(x - m))))
+
+
+class LLMPointwiseReranker(BaseNodePostprocessor):
+    """Reorders nodes by an LLM's relevance score; keeps ``top_n``. Scores are cached by content."""
+
+    top_n: int = Field(default=3)
+    max_passage_chars: int = Field(default=1500)
+    _scorer: Any = PrivateAttr()
+    _cache: Any = PrivateAttr(default=None)
+    counters: dict = Field(default_factory=lambda: {"computed": 0, "cached": 0})
+
+    def __init__(self, scorer: Any, cache: Any = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._scorer = scorer
+        self._cache = cache
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "LLMPointwiseReranker"
+
+    def _key(self, question: str, passage: str) -> str:
+        body = f"{self._scorer.fingerprint}\x00{question}\x00{passage}"
+        return hashlib.sha256(body.encode()).hexdigest()
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        if query_bundle is None:
+            raise ValueError("LLMPointwiseReranker needs the query")
+        question = query_bundle.query_str
+        passages = [n.node.get_content()[: self.max_passage_chars] for n in nodes]
+        keys = [self._key(question, p) for p in passages]
+        found = self._cache.get_many(keys) if self._cache else {}
+        scores = []
+        for key, passage in zip(keys, passages):
+            if key in found:
+                scores.append(float(found[key][0]))
+                self.counters["cached"] += 1
+                continue
+            s = self._scorer.score(question, passage)
+            self.counters["computed"] += 1
+            if self._cache:
+                self._cache.put_many({key: np.array([s], dtype=np.float32)})
+            scores.append(float(np.float32(s)))  # the precision the cache keeps
+        order = sorted(range(len(nodes)), key=lambda i: -scores[i])  # stable: ties keep retrieval order
+        return [NodeWithScore(node=nodes[i].node, score=scores[i]) for i in order[: self.top_n]]

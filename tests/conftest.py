@@ -1,0 +1,44 @@
+"""Shared fixtures. Every test runs offline and must not touch LlamaIndex's global Settings."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.pop("OPENAI_API_KEY", None)
+
+
+@pytest.fixture(autouse=True)
+def _no_global_settings(monkeypatch):
+    """Fail any test in which something reaches for Settings.llm / Settings.embed_model
+    (LlamaIndex's defaults silently fall back to OpenAI)."""
+    from llama_index.core.settings import _Settings
+
+    def boom(self):
+        raise AssertionError("code reached for LlamaIndex's global Settings; pass models explicitly")
+
+    monkeypatch.setattr(_Settings, "llm", property(boom))
+    monkeypatch.setattr(_Settings, "embed_model", property(boom))
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    """A copy of the fixture project (kb/, eval.jsonl, experiments/) in a temporary folder."""
+    dst = tmp_path / "project"
+    shutil.copytree(FIXTURES, dst)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The real packaged all-MiniLM-L6-v2, loaded once per session, with no cache."""
+    from lab.embeddings import LabEmbedding
+    from lab.models import resolve_hf_model
+
+    return LabEmbedding(resolve_hf_model("sentence-transformers/all-MiniLM-L6-v2", "embedding model"), None)

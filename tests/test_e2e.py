@@ -1,0 +1,120 @@
+"""End to end through the CLI, with the real packaged models, on the fixture project."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def lab(project: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LAB_CACHE": str(project / "cache"), "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "lab", *args], cwd=project, env=env, capture_output=True, text=True, timeout=900
+    )
+
+
+def latest(project: Path, name: str) -> Path:
+    base = project / "reports" / name
+    return base / (base / "LATEST").read_text().strip()
+
+
+def load(run: Path):
+    results = json.loads((run / "results.json").read_text())
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    return results, samples
+
+
+def test_run_writes_results_samples_and_report(project):
+    p = lab(project, "run", "small")
+    assert p.returncode == 0, p.stderr
+    run = latest(project, "small")
+    assert f"report: reports/small/{run.name}/report.html" in p.stdout
+    results, samples = load(run)
+    assert results["name"] == "small" and results["sample"] == {
+        "is_sample": False, "n_questions": 6, "n_total": 6, "limit": None, "seed": 13}
+    assert results["index"]["reused"] is False and results["index"]["texts_embedded"] == results["index"]["n_chunks"]
+    assert results["models"]["embedding"]["source"] == "package"
+    assert set(results["timings"]) >= {"load_s", "chunk_s", "embed_s", "write_s", "retrieve_s", "total_s"}
+    assert [s["id"] for s in samples] == ["f1", "f2", "f3", "f4", "f5", "f6"]
+    for s in samples:  # ranks and metrics recomputed here from the chunks that landed on disk
+        texts = [c["text"].lower() for c in s["retrieved"]]
+        assert len(texts) == 3 and [c["rank"] for c in s["retrieved"]] == [1, 2, 3]
+        ranks = {kw: next((i + 1 for i, t in enumerate(texts) if kw.lower() in t), None) for kw in s["keywords"]}
+        assert s["keyword_ranks"] == ranks
+        expected = sum(1 / r for r in ranks.values() if r) / len(ranks)
+        assert s["metrics"]["mrr"] == pytest.approx(expected)
+        assert s["metrics"]["context_chars"] == sum(len(c["text"]) for c in s["retrieved"])
+    overall = results["metrics"]["overall"]["mrr"]
+    assert overall["n"] == 6 and overall["mean"] == pytest.approx(sum(s["metrics"]["mrr"] for s in samples) / 6)
+    assert results["metrics"]["by_category"]["direct_fact"]["n"] == 1
+    f2 = samples[1]  # "How much does the Ember 90 cost?" -> the Ember 90 page first
+    assert f2["retrieved"][0]["source"] == "products/ember90.md" and f2["keyword_ranks"] == {"8,400": 1}
+    html = (run / "report.html").read_text()
+    assert "How much does the Ember 90 cost?" in html
+    assert '&lt;script&gt;alert(&#34;kb&#34;)&lt;/script&gt;' in html and '<script>alert("kb")' not in html
+    assert (run / "config.yaml").read_text().startswith("schema_version: 1\nname: small\n")
+    assert not list((project / "reports" / "small").glob(".*tmp*"))
+
+
+def test_two_stage_reuses_the_index_and_caches_scores(project):
+    assert lab(project, "run", "small").returncode == 0
+    p = lab(project, "run", "small-llm-rerank")
+    assert p.returncode == 0, p.stderr
+    first, samples = load(latest(project, "small-llm-rerank"))
+    assert first["index"]["reused"] is True and first["index"]["texts_embedded"] == 0
+    assert first["counters"]["embeddings_computed"] == 0  # chunks and questions all cached
+    assert first["counters"]["rerank_scores_computed"] == 6 * 4  # candidate_k = 4 of top 5
+    assert all(len(s["retrieved"]) == 2 and len(s["first_stage"]) == 5 for s in samples)
+    assert all(c["first_stage_rank"] <= 4 for s in samples for c in s["retrieved"])
+    assert first["models"]["reranker"]["prompt_version"] == "relevance-yesno-v1"
+    time.sleep(1)  # a distinct run id
+    p = lab(project, "run", "small-llm-rerank")
+    second, samples2 = load(latest(project, "small-llm-rerank"))
+    assert second["counters"]["rerank_scores_computed"] == 0 and second["counters"]["rerank_scores_cached"] == 24
+    assert [[c["id"] for c in s["retrieved"]] for s in samples2] == [[c["id"] for c in s["retrieved"]] for s in samples]
+    assert second["metrics"] == first["metrics"]
+
+
+def test_sample_runs_say_so(project):
+    p = lab(project, "run", "small", "--limit", "3", "--seed", "5")
+    assert p.returncode == 0, p.stderr
+    results, samples = load(latest(project, "small"))
+    assert results["sample"]["is_sample"] is True and len(samples) == 3
+    assert "Sample run:" in (latest(project, "small") / "report.html").read_text()
+    assert "sample" in p.stdout
+
+
+def test_missing_reranker_model_stops_at_start_up(project):
+    (project / "experiments" / "two-stage-hub.yaml").write_text(
+        "schema_version: 1\nextends: small-semantic\nretriever:\n  name: vector\n  top_k: 5\n"
+        "reranker:\n  name: flag_embedding\n  model: BAAI/bge-reranker-base\n  top_n: 3\n"
+    )
+    t0 = time.perf_counter()
+    p = lab(project, "run", "two-stage-hub")
+    assert p.returncode == 2 and time.perf_counter() - t0 < 30
+    assert "error: reranker model (cross-encoder) 'BAAI/bge-reranker-base' is not available" in p.stderr
+    assert "Traceback" not in p.stderr
+    assert not (project / "reports" / "two-stage-hub").exists() and not (project / "cache" / "indexes").exists()
+
+
+def test_bad_name_and_bad_config_exit_2(project):
+    p = lab(project, "run", "../../etc/passwd")
+    assert p.returncode == 2 and "invalid experiment name" in p.stderr
+    (project / "experiments" / "typo.yaml").write_text("extends: small\nretriever:\n  name: vectr\n")
+    p = lab(project, "run", "typo")
+    assert p.returncode == 2 and "did you mean 'vector'?" in p.stderr
+
+
+def test_report_rerenders_from_files_alone(project):
+    assert lab(project, "run", "small").returncode == 0
+    run = latest(project, "small")
+    (run / "report.html").unlink()
+    p = lab(project, "report", "reports/small/LATEST")
+    assert p.returncode == 0 and (run / "report.html").is_file()

@@ -1,0 +1,65 @@
+import os
+from pathlib import Path
+
+import pytest
+
+from lab.config import load_experiment
+from lab.embeddings import build_embedding
+from lab.index import index_key, open_or_build, table_rows
+from lab.ingest import load_folder
+from lab.models import resolve_hf_model
+
+FIX = Path(__file__).parent / "fixtures"
+
+
+def setup(name, cache):
+    cfg = load_experiment(name, FIX / "experiments")
+    emb = build_embedding(cfg.embedding, resolve_hf_model(cfg.embedding.model, "e"), cache)
+    corpus = load_folder(FIX / "kb", cfg.loader.extensions, cfg.loader.max_file_bytes, False)
+    return cfg, emb, corpus
+
+
+def test_build_then_reuse_without_embedding(tmp_path):
+    cfg, emb, corpus = setup("small", tmp_path)
+    first = open_or_build(corpus, cfg, emb, tmp_path, show_progress=False)
+    assert not first.reused and first.embedded == first.n_chunks > 4
+    rows = table_rows(first)
+    assert len(rows) == first.n_chunks and len(rows[0]["vector"]) == 384
+    assert (tmp_path / "indexes" / first.key / "lancedb" / "chunks.lance").is_dir()
+
+    cfg2, emb2, corpus2 = setup("small-llm-rerank", tmp_path)  # same chunker + model, other retriever
+    second = open_or_build(corpus2, cfg2, emb2, tmp_path, show_progress=False)
+    assert second.reused and second.key == first.key and second.embedded == 0
+    assert emb2.counters == {"computed": 0, "cached": 0}
+    hits = second.index.as_retriever(similarity_top_k=2, embed_model=emb2).retrieve("Who founded Brightwater?")
+    assert hits[0].node.metadata["source"] == "company/about.md"
+
+
+def test_key_depends_on_corpus_chunker_and_model(tmp_path):
+    cfg, emb, corpus = setup("small", tmp_path)
+    sem = load_experiment("small-semantic", FIX / "experiments")
+    base = index_key(corpus.content_hash, cfg.chunker, cfg.embedding, emb.fingerprint)
+    assert base != index_key(corpus.content_hash, sem.chunker, cfg.embedding, emb.fingerprint)
+    assert base != index_key("other", cfg.chunker, cfg.embedding, emb.fingerprint)
+    assert base != index_key(corpus.content_hash, cfg.chunker, cfg.embedding, "other-model")
+    bigger_batch = cfg.embedding.model_copy(update={"batch_size": 7})
+    assert base == index_key(corpus.content_hash, cfg.chunker, bigger_batch, emb.fingerprint)
+
+
+def test_interrupted_build_leaves_no_table_and_is_rebuilt(tmp_path, monkeypatch):
+    cfg, emb, corpus = setup("small", tmp_path)
+    import lab.index as index_mod
+
+    def crash(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(index_mod.os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        open_or_build(corpus, cfg, emb, tmp_path, show_progress=False)
+    monkeypatch.undo()
+    key = index_key(corpus.content_hash, cfg.chunker, cfg.embedding, emb.fingerprint)
+    assert not (tmp_path / "indexes" / key).exists()  # nothing half-written in place
+    again = open_or_build(corpus, cfg, emb, tmp_path, show_progress=False)
+    assert not again.reused and again.embedded == 0  # vectors came from the embedding cache
+    assert not list((tmp_path / "indexes").glob(".*tmp*"))  # the debris was cleaned
+    assert len(table_rows(again)) == again.n_chunks
