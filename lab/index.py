@@ -71,9 +71,10 @@ def _locked(path: Path) -> Iterator[None]:
 
 def _open(path: Path, embed_model: Any) -> Any:
     from llama_index.core import VectorStoreIndex
-    from llama_index.vector_stores.lancedb import LanceDBVectorStore
 
-    store = LanceDBVectorStore(uri=str(path / "lancedb"), table_name=TABLE, mode="overwrite")
+    from lab.retrieval import LabLanceDBVectorStore
+
+    store = LabLanceDBVectorStore(uri=str(path / "lancedb"), table_name=TABLE, mode="overwrite")
     return VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
 
 

@@ -176,26 +176,28 @@ def _prompt_version(kind: str) -> str | None:
 def _evaluate(cfg, rows, handle, embed_model, reranker, timer: Timer, show_progress: bool) -> list[dict]:
     from llama_index.core.schema import QueryBundle
 
-    from lab.progress import progress
-
     from lab.metrics.retrieval import question_scores
+    from lab.progress import progress
+    from lab.retrieval import build_retriever
 
     with timer.stage("embed_queries_s"):
         vectors = embed_model.encode([r.question for r in rows], embed_model.query_prefix)
-    retriever = handle.index.as_retriever(similarity_top_k=cfg.retriever.top_k)
+    retriever = build_retriever(cfg.retriever, handle.index, embed_model)
+    bundles = [QueryBundle(query_str=r.question, embedding=v.tolist()) for r, v in zip(rows, vectors)]
+    with timer.stage("retrieve_s"):  # one batched LanceDB search for every question
+        firsts = retriever.retrieve_many(bundles)
+    per_question_retrieve = timer["retrieve_s"] / max(len(rows), 1)
     candidate_k = (cfg.reranker.candidate_k or cfg.retriever.top_k) if cfg.reranker else None
     samples = []
-    desc = "retrieve + rerank" if reranker else "retrieve"
-    for row, vec in progress(zip(rows, vectors), len(rows), desc, bar=show_progress):
-        bundle = QueryBundle(query_str=row.question, embedding=vec.tolist())
-        t0 = time.perf_counter()
-        first = retriever.retrieve(bundle)
+    items = zip(rows, bundles, firsts)
+    if reranker is not None:  # the slow stage: show a bar or log an ETA
+        items = progress(items, len(rows), "rerank", bar=show_progress)
+    for row, bundle, first in items:
         t1 = time.perf_counter()
         final = first
         if reranker is not None:
             final = reranker.postprocess_nodes(first[:candidate_k], query_bundle=bundle)
         t2 = time.perf_counter()
-        timer["retrieve_s"] = timer.get("retrieve_s", 0.0) + (t1 - t0)
         if reranker is not None:
             timer["rerank_s"] = timer.get("rerank_s", 0.0) + (t2 - t1)
         first_rank = {n.node.node_id: (i + 1, n.score) for i, n in enumerate(first)}
@@ -217,19 +219,24 @@ def _evaluate(cfg, rows, handle, embed_model, reranker, timer: Timer, show_progr
                     "id": n.node.node_id,
                     "source": n.node.metadata.get("source"),
                     "doc_type": n.node.metadata.get("doc_type"),
-                    "score": n.score,
+                    "score": _num(n.score),
                     "first_stage_rank": first_rank[n.node.node_id][0],
-                    "first_stage_score": first_rank[n.node.node_id][1],
+                    "first_stage_score": _num(first_rank[n.node.node_id][1]),
                     "start_char_idx": n.node.start_char_idx,
                     "end_char_idx": n.node.end_char_idx,
                     "text": n.node.get_content(),
                 }
                 for i, n in enumerate(final)
             ],
-            "first_stage": [{"id": n.node.node_id, "score": n.score} for n in first] if reranker else None,
-            "timings": {"retrieve_s": t1 - t0, "rerank_s": (t2 - t1) if reranker else None},
+            "first_stage": [{"id": n.node.node_id, "score": _num(n.score)} for n in first] if reranker else None,
+            "timings": {"retrieve_s": per_question_retrieve, "rerank_s": (t2 - t1) if reranker else None},
         })
     return samples
+
+
+def _num(score: object) -> float | None:
+    """Scores as plain floats (rerankers may return numpy scalars, which JSON cannot hold)."""
+    return None if score is None else float(score)
 
 
 def environment(project_root: Path) -> dict:

@@ -73,6 +73,8 @@ def test_two_stage_reuses_the_index_and_caches_scores(project):
     assert first["counters"]["rerank_scores_computed"] == 6 * 4  # candidate_k = 4 of top 5
     assert all(len(s["retrieved"]) == 2 and len(s["first_stage"]) == 5 for s in samples)
     assert all(c["first_stage_rank"] <= 4 for s in samples for c in s["retrieved"])
+    assert all(type(c["score"]) is float and type(c["first_stage_score"]) is float
+               for s in samples for c in s["retrieved"])
     assert first["models"]["reranker"]["prompt_version"] == "relevance-yesno-v1"
     time.sleep(1)  # a distinct run id
     p = lab(project, "run", "small-llm-rerank")

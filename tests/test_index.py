@@ -63,3 +63,28 @@ def test_interrupted_build_leaves_no_table_and_is_rebuilt(tmp_path, monkeypatch)
     assert not again.reused and again.embedded == 0  # vectors came from the embedding cache
     assert not list((tmp_path / "indexes").glob(".*tmp*"))  # the debris was cleaned
     assert len(table_rows(again)) == again.n_chunks
+
+
+def test_batched_retrieval_equals_the_llamaindex_path(tmp_path):
+    from llama_index.core.schema import QueryBundle
+
+    from lab.retrieval import build_retriever
+
+    cfg, emb, corpus = setup("small", tmp_path)
+    handle = open_or_build(corpus, cfg, emb, tmp_path, show_progress=False)
+    retriever = build_retriever(cfg.retriever, handle.index, emb)
+    questions = ["Who founded Brightwater?", "Ember 90 price", "Ghent workshop", "warranty"]
+    vecs = emb.encode(questions, "")
+    bundles = [QueryBundle(query_str=q, embedding=v.tolist()) for q, v in zip(questions, vecs)]
+    many = retriever.retrieve_many(bundles)
+    single = [retriever.retrieve(b) for b in bundles]
+    assert [[n.node.node_id for n in r] for r in many] == [[n.node.node_id for n in r] for r in single]
+    for r_many, r_single in zip(many, single):
+        assert [n.score for n in r_many] == pytest.approx([n.score for n in r_single])
+        assert all(len(r) == 3 for r in (r_many, r_single))
+    # scores are cosine similarities of the unit vectors
+    import numpy as np
+
+    top = many[0][0]
+    chunk_vec = np.array(emb.encode([top.node.get_content()], "")[0])
+    assert top.score == pytest.approx(float(chunk_vec @ vecs[0]), abs=1e-4)

@@ -1,0 +1,150 @@
+"""Speed of the lab as ratios over the raw libraries doing the same work.
+
+    .venv/bin/python bench/run.py [--kb DIR] [--eval FILE] [--repeat N]
+
+1. index build: lab (chunk + embed + LanceDB write, empty caches) / plain
+   ``SentenceTransformer.encode`` of the same chunk texts;
+2. retrieval eval: lab (embed questions + LlamaIndex retriever over LanceDB + metrics) / plain
+   encode + numpy dot-product top-k + the same metrics; both must give the same MRR;
+3. semantic splitter: LlamaIndex's stock SemanticSplitterNodeParser with HuggingFaceEmbedding
+   (its defaults) / the lab's batched splitter; both must give the same chunks.
+
+Models are loaded before timing starts on both sides; each figure is the best of --repeat runs.
+Defaults to the InsureLLM benchmark beside the project (76 documents, 150 questions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from lab.config import load_experiment  # noqa: E402
+from lab.embeddings import LabEmbedding  # noqa: E402
+from lab.evalset import load_eval_set  # noqa: E402
+from lab.index import open_or_build  # noqa: E402
+from lab.ingest import chunk, load_folder  # noqa: E402
+from lab.metrics.retrieval import question_scores  # noqa: E402
+from lab.models import resolve_hf_model  # noqa: E402
+
+INSURELLM = ROOT.parent / "shared" / "benchmarks" / "insurellm"
+
+
+def best(fn, repeat: int) -> tuple[float, object]:
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--kb", type=Path, default=INSURELLM / "knowledge-base")
+    ap.add_argument("--eval", type=Path, default=INSURELLM / "tests.jsonl")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--skip-semantic", action="store_true", help="skip the (slow) stock semantic splitter")
+    args = ap.parse_args()
+
+    overrides = {"data": {"knowledge_base": str(args.kb.resolve()), "eval_set": str(args.eval.resolve())}}
+    cfg = load_experiment("turn13", ROOT / "experiments", overrides)
+    resolved = resolve_hf_model(cfg.embedding.model, "embedding model")
+    from sentence_transformers import SentenceTransformer
+
+    plain_model = SentenceTransformer(resolved.location, device="cpu")
+    corpus = load_folder(args.kb, cfg.loader.extensions, cfg.loader.max_file_bytes, False)
+    rows = load_eval_set(args.eval, cfg.data.categories).rows
+    texts = [n.get_content() for n in chunk(corpus, cfg.chunker, None)]
+    print(f"corpus: {len(corpus.documents)} documents, {len(texts)} turn13 chunks, {len(rows)} questions")
+    figures = {}
+
+    # 1. index build ------------------------------------------------------------------------------
+    def plain_encode():
+        return plain_model.encode(texts, batch_size=cfg.embedding.batch_size, normalize_embeddings=True)
+
+    def lab_build():
+        with tempfile.TemporaryDirectory() as tmp:
+            emb = LabEmbedding(resolved, None, embed_batch_size=cfg.embedding.batch_size)
+            emb._model = plain_model  # the same loaded model: time the work, not the load
+            return open_or_build(corpus, cfg, emb, Path(tmp), show_progress=False).n_chunks
+
+    plain_encode()  # warm-up
+    t_plain, _ = best(plain_encode, args.repeat)
+    t_lab, n = best(lab_build, args.repeat)
+    figures["index_build"] = {"lab_s": t_lab, "plain_encode_s": t_plain, "ratio": t_lab / t_plain}
+    print(f"index build      lab {t_lab:7.2f} s   plain encode {t_plain:7.2f} s   ratio {t_lab / t_plain:.3f}")
+
+    # 2. retrieval eval ---------------------------------------------------------------------------
+    from lab.runner import Timer, _evaluate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        emb = LabEmbedding(resolved, None, embed_batch_size=cfg.embedding.batch_size)
+        emb._model = plain_model
+        handle = open_or_build(corpus, cfg, emb, Path(tmp), show_progress=False)
+        chunk_vecs = plain_encode()
+        k = cfg.retriever.top_k
+
+        def plain_eval():
+            q = plain_model.encode([r.question for r in rows], batch_size=cfg.embedding.batch_size,
+                                   normalize_embeddings=True)
+            top = np.argsort(-(q @ chunk_vecs.T), axis=1)[:, :k]
+            return [question_scores(r.keywords, [texts[j] for j in idx], cfg.metrics.k)["mrr"]
+                    for r, idx in zip(rows, top)]
+
+        def lab_eval():
+            samples = _evaluate(cfg, rows, handle, emb, None, Timer(), False)
+            return [s["metrics"]["mrr"] for s in samples]
+
+        plain_eval()
+        lab_eval()
+        t_plain_eval, plain_mrr = best(plain_eval, args.repeat)
+        t_lab_eval, lab_mrr = best(lab_eval, args.repeat)
+    figures["retrieval_eval"] = {"lab_s": t_lab_eval, "plain_s": t_plain_eval, "ratio": t_lab_eval / t_plain_eval,
+                                 "lab_mrr": float(np.mean(lab_mrr)), "plain_mrr": float(np.mean(plain_mrr))}
+    print(f"retrieval eval   lab {t_lab_eval:7.2f} s   plain encode+numpy {t_plain_eval:7.2f} s   "
+          f"ratio {t_lab_eval / t_plain_eval:.3f}   MRR lab {np.mean(lab_mrr):.4f} plain {np.mean(plain_mrr):.4f}")
+
+    # 3. semantic splitter ------------------------------------------------------------------------
+    if not args.skip_semantic:
+        from llama_index.core.node_parser import SemanticSplitterNodeParser
+        from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+
+        sem = load_experiment("turn18", ROOT / "experiments", overrides).chunker
+        hf = HuggingFaceEmbedding(model_name=resolved.location, device="cpu")
+        stock = SemanticSplitterNodeParser.from_defaults(
+            embed_model=hf, buffer_size=sem.buffer_size,
+            breakpoint_percentile_threshold=sem.breakpoint_percentile_threshold)
+        t_stock, stock_nodes = best(lambda: stock.get_nodes_from_documents(corpus.documents), 1)
+
+        def ours():
+            emb = LabEmbedding(resolved, None, embed_batch_size=cfg.embedding.batch_size)
+            emb._model = plain_model
+            return chunk(corpus, sem, emb)
+
+        t_ours, our_nodes = best(ours, 1)
+        same = [n.get_content() for n in stock_nodes] == [n.get_content() for n in our_nodes]
+        n_groups = sum(len(stock.sentence_splitter(d.text)) for d in corpus.documents)
+        figures["semantic_splitter"] = {"stock_s": t_stock, "lab_s": t_ours, "speedup": t_stock / t_ours,
+                                        "same_chunks": same, "sentence_groups": n_groups,
+                                        "stock_batch_size": hf.embed_batch_size}
+        print(f"semantic split   stock {t_stock:7.2f} s   lab {t_ours:7.2f} s   speedup {t_stock / t_ours:.1f}x   "
+              f"same chunks: {same} ({len(our_nodes)} chunks from {n_groups} sentence groups)")
+    out = ROOT / "bench" / "last.json"
+    out.write_text(json.dumps({"cpu_count": os.cpu_count(), **figures}, indent=2))
+    print(f"wrote {out.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
