@@ -366,7 +366,7 @@ def load_experiment(
     except ValidationError as exc:
         raise ConfigError(
             f"invalid experiment config {name!r}:\n" + _format_validation_error(exc, chain),
-            hint="see experiments/README.md for every key and its default",
+            hint="README.md, section Configs, lists every key and its default",
         ) from None
 
 

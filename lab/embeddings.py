@@ -1,4 +1,8 @@
-"""Embeddings: a LlamaIndex ``BaseEmbedding`` over sentence-transformers, cached by content.
+"""Embeddings: LlamaIndex's ``HuggingFaceEmbedding``, behind a content cache.
+
+The model is loaded from the resolved local folder (never a hub name the library would try to
+download). Prefixes come only from the config: the folder path keeps LlamaIndex from adding its
+own query instructions for models it recognises by name.
 
 Every vector is stored in a SQLite table keyed by (model fingerprint, prefix, text), so a text
 is embedded once per model on a machine, whichever experiment asked for it. ``counters`` tells
@@ -64,7 +68,7 @@ class VectorCache:
 
 
 class LabEmbedding(BaseEmbedding):
-    """sentence-transformers embeddings with prefixes, large batches and a content cache."""
+    """``HuggingFaceEmbedding`` with config prefixes, one batched call per request, and a cache."""
 
     model_location: str
     query_prefix: str = ""
@@ -94,9 +98,15 @@ class LabEmbedding(BaseEmbedding):
 
     def _load(self) -> Any:
         if self._model is None:
-            from sentence_transformers import SentenceTransformer
+            from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 
-            self._model = SentenceTransformer(self.model_location, device="cpu")
+            self._model = HuggingFaceEmbedding(
+                model_name=self.model_location,
+                device="cpu",
+                embed_batch_size=self.embed_batch_size,
+                normalize=True,
+                show_progress_bar=False,
+            )
         return self._model
 
     def encode(self, texts: list[str], prefix: str, show_progress: bool = False) -> np.ndarray:
@@ -110,13 +120,10 @@ class LabEmbedding(BaseEmbedding):
         missing = sorted({k: t for k, t in zip(keys, texts) if k not in found}.items())
         if missing:
             model = self._load()
-            vecs = model.encode(
-                [prefix + t for _, t in missing],
-                batch_size=self.embed_batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=show_progress,
-            ).astype(np.float32)
+            model.show_progress_bar = show_progress
+            # one call over every missing text: sentence-transformers sorts them by length and
+            # batches them (embed_batch_size), which LlamaIndex's per-batch loop would not
+            vecs = np.asarray(model._get_text_embeddings([prefix + t for _, t in missing]), dtype=np.float32)
             new = {k: v for (k, _), v in zip(missing, vecs)}
             if self._cache:
                 self._cache.put_many(new)

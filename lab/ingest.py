@@ -202,7 +202,5 @@ def build_chunker(cfg: Any, embed_model: Any) -> NodeParser:
 
 def chunk(corpus: Corpus, cfg: Any, embed_model: Any, show_progress: bool = False) -> list[BaseNode]:
     parser = build_chunker(cfg, embed_model)
-    nodes = parser.get_nodes_from_documents(corpus.documents, show_progress=show_progress)
-    for node in nodes:  # keep metadata out of the embedded text unless the config asks for it
-        node.excluded_embed_metadata_keys = list(corpus.documents[0].excluded_embed_metadata_keys)
-    return nodes
+    # nodes inherit their document's excluded_embed_metadata_keys (set by load_folder)
+    return parser.get_nodes_from_documents(corpus.documents, show_progress=show_progress)

@@ -138,6 +138,13 @@ class LlamaCppRelevanceScorer:
                 logits_all=False,
                 verbose=False,
             )
+            template = self._llm.metadata.get("tokenizer.chat_template", "")
+            if "<|im_start|>" not in template:
+                raise LabError(
+                    f"{self.model_path}: reranker 'llm_pointwise' needs a ChatML model "
+                    "(<|im_start|> chat template), and this GGUF has another template",
+                    hint="use qwen2.5-coder-1.5b-instruct, smollm2-135m-instruct or another ChatML GGUF",
+                )
             tok = lambda s: self._llm.tokenize(s.encode(), add_bos=False, special=False)[0]  # noqa: E731
             self._yes = sorted({tok(w) for w in ("yes", "Yes", " yes", " Yes")})
             self._no = sorted({tok(w) for w in ("no", "No", " no", " No")})
