@@ -92,3 +92,22 @@ def test_cross_encoder_routes_load_a_local_folder(kind, tiny_cross_encoder):
     out = rr.postprocess_nodes(nodes("alpha", "beta", "gamma"), query_bundle=QueryBundle("alpha?"))
     assert len(out) == 2 and all(isinstance(float(n.score), float) for n in out)
     assert {n.node.node_id for n in out} <= {"n0", "n1", "n2"}
+
+
+def test_interrupted_rerank_resumes_without_recomputing(tmp_path):
+    cache = VectorCache(tmp_path / "scores.sqlite")
+
+    class Dies(FakeScorer):
+        def score(self, question, passage):
+            if self.calls == 2:
+                raise KeyboardInterrupt
+            return super().score(question, passage)
+
+    q = QueryBundle("kiln price euros")
+    with pytest.raises(KeyboardInterrupt):
+        LLMPointwiseReranker(scorer=Dies(), cache=cache, top_n=2).postprocess_nodes(
+            nodes("nothing", "kiln", "kiln price euros", "price euros"), query_bundle=q)
+    resumed = LLMPointwiseReranker(scorer=FakeScorer(), cache=cache, top_n=2)
+    out = resumed.postprocess_nodes(nodes("nothing", "kiln", "kiln price euros", "price euros"), query_bundle=q)
+    assert resumed.counters == {"computed": 2, "cached": 2}  # the two finished pairs were kept
+    assert [n.node.node_id for n in out] == ["n2", "n3"]
