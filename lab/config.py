@@ -131,6 +131,12 @@ class LLMPointwiseRerankerConfig(_RerankerBase):
 
     name: Literal["llm_pointwise"]
     model: str = Field("qwen2.5-coder-1.5b-instruct", description="A GGUF name or path.")
+    first_stage_weight: float = Field(
+        0.0,
+        ge=0,
+        description="0: order by the LLM's score alone; w > 0: by z(LLM) + w * z(first-stage "
+        "score), z-scored over the candidates of each question.",
+    )
     max_passage_chars: int = Field(1500, gt=0)
     n_ctx: int = Field(1024, gt=0)
     n_threads: int | None = None

@@ -84,7 +84,11 @@ def _llm(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
         n_threads=plan.cfg.n_threads,
     )
     return LLMPointwiseReranker(
-        scorer=scorer, top_n=plan.cfg.top_n, max_passage_chars=plan.cfg.max_passage_chars, cache=cache
+        scorer=scorer,
+        top_n=plan.cfg.top_n,
+        max_passage_chars=plan.cfg.max_passage_chars,
+        first_stage_weight=plan.cfg.first_stage_weight,
+        cache=cache,
     )
 
 
@@ -176,16 +180,28 @@ class LlamaCppRelevanceScorer:
         return float(_logsumexp(logits[self._yes]) - _logsumexp(logits[self._no]))
 
 
+def _z(values: list[float]) -> np.ndarray:
+    x = np.asarray(values, dtype=np.float64)
+    sd = x.std()
+    return (x - x.mean()) / sd if sd > 0 else np.zeros_like(x)
+
+
 def _logsumexp(x: np.ndarray) -> float:
     m = float(np.max(x))
     return m + float(np.log(np.sum(np.exp(x - m))))
 
 
 class LLMPointwiseReranker(BaseNodePostprocessor):
-    """Reorders nodes by an LLM's relevance score; keeps ``top_n``. Scores are cached by content."""
+    """Reorders nodes by an LLM's relevance score; keeps ``top_n``. Scores are cached by content.
+
+    With ``first_stage_weight`` w > 0 the order is by ``z(llm) + w * z(first)``, each score
+    z-scored over the question's candidates (a constant list z-scores to 0), so a weak LLM adds
+    its signal to the bi-encoder's instead of replacing it. The nodes returned carry that score.
+    """
 
     top_n: int = Field(default=3)
     max_passage_chars: int = Field(default=1500)
+    first_stage_weight: float = Field(default=0.0)
     _scorer: Any = PrivateAttr()
     _cache: Any = PrivateAttr(default=None)
     counters: dict = Field(default_factory=lambda: {"computed": 0, "cached": 0})
@@ -223,5 +239,9 @@ class LLMPointwiseReranker(BaseNodePostprocessor):
             if self._cache:
                 self._cache.put_many({key: np.array([s], dtype=np.float32)})
             scores.append(float(np.float32(s)))  # the precision the cache keeps
+        if self.first_stage_weight > 0:
+            first = [n.score or 0.0 for n in nodes]
+            # rounded so that float noise cannot reorder true ties
+            scores = [round(float(v), 12) for v in _z(scores) + self.first_stage_weight * _z(first)]
         order = sorted(range(len(nodes)), key=lambda i: -scores[i])  # stable: ties keep retrieval order
         return [NodeWithScore(node=nodes[i].node, score=scores[i]) for i in order[: self.top_n]]

@@ -41,6 +41,9 @@ def test_shipped_story_configs_resolve():
     assert t22.retriever.top_k == 50 and t22.reranker.name == "flag_embedding"
     assert t22.reranker.model == "BAAI/bge-reranker-base" and t22.reranker.top_n == 3
     assert off.chunker == t18.chunker and off.reranker.name == "llm_pointwise" and off.reranker.top_n == 3
+    assert (off.reranker.candidate_k, off.reranker.first_stage_weight) == (5, 0.0)
+    fused = load_experiment("turn22-offline-fused", exp)
+    assert fused.reranker == off.reranker.model_copy(update={"first_stage_weight": 1.0})
 
 
 def test_extends_replaces_a_component_whose_name_changes(tmp_path):

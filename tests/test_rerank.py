@@ -111,3 +111,20 @@ def test_interrupted_rerank_resumes_without_recomputing(tmp_path):
     out = resumed.postprocess_nodes(nodes("nothing", "kiln", "kiln price euros", "price euros"), query_bundle=q)
     assert resumed.counters == {"computed": 2, "cached": 2}  # the two finished pairs were kept
     assert [n.node.node_id for n in out] == ["n2", "n3"]
+
+
+def test_first_stage_weight_fuses_z_scores():
+    """z(llm) + w * z(first): hand arithmetic on three candidates."""
+    import numpy as np
+
+    rr = LLMPointwiseReranker(scorer=FakeScorer(), top_n=3, first_stage_weight=1.0)
+    # llm scores (question words present): [0, 1, 2]; first-stage scores: [1.0, 0.9, 0.8]
+    out = rr.postprocess_nodes(nodes("x", "kiln", "kiln price"), query_bundle=QueryBundle("kiln price"))
+    z_llm = (np.array([0, 1, 2]) - 1) / np.std([0, 1, 2])
+    z_first = (np.array([1.0, 0.9, 0.8]) - 0.9) / np.std([1.0, 0.9, 0.8])
+    fused = z_llm + z_first  # [0, 0, 0] up to rounding: ties keep the first-stage order
+    assert fused == pytest.approx([0, 0, 0], abs=1e-9)
+    assert [n.node.node_id for n in out] == ["n0", "n1", "n2"]
+    rr2 = LLMPointwiseReranker(scorer=FakeScorer(), top_n=1, first_stage_weight=0.5)
+    top = rr2.postprocess_nodes(nodes("x", "kiln", "kiln price"), query_bundle=QueryBundle("kiln price"))
+    assert top[0].node.node_id == "n2" and top[0].score == pytest.approx(z_llm[2] + 0.5 * z_first[2])
