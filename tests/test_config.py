@@ -136,3 +136,14 @@ def test_overrides_and_fingerprint(tmp_path):
     assert a.fingerprint() != b.fingerprint()  # data changed; the sample alone would not change it
     c = load_experiment("a", tmp_path, {"sample": {"limit": 3}})
     assert a.fingerprint() == c.fingerprint()
+
+
+def test_registries_match_the_config_schema():
+    from lab.config import ChunkerConfig, RerankerConfig, RetrieverConfig, component_names
+    from lab.ingest import CHUNKERS
+    from lab.rerank import RERANKERS
+    from lab.retrieval import RETRIEVERS
+
+    assert CHUNKERS.names() == sorted(component_names(ChunkerConfig))
+    assert RETRIEVERS.names() == sorted(component_names(RetrieverConfig))
+    assert RERANKERS.names() == sorted(component_names(RerankerConfig))
