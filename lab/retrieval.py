@@ -42,14 +42,13 @@ class LabLanceDBVectorStore(LanceDBVectorStore):
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         if query.filters is not None or kwargs or self.query_type != "vector":
             return super().query(query, **kwargs)
-        rows = self._search(query.query_embedding, query.similarity_top_k).to_arrow().to_pylist()
-        return self._result(rows)
+        return self.query_many([query.query_embedding], query.similarity_top_k)[0]
 
     def query_many(self, embeddings: Sequence[Sequence[float]], k: int) -> list[VectorStoreQueryResult]:
         """Top ``k`` for each embedding, in one LanceDB search."""
         if not embeddings:
             return []
-        if len(embeddings) == 1:
+        if len(embeddings) == 1:  # a single vector: LanceDB's plain (non-batched) search
             rows = self._search(list(embeddings[0]), k).to_arrow().to_pylist()
             return [self._result(rows)]
         table = self._search([list(e) for e in embeddings], k).to_arrow()
