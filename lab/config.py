@@ -148,6 +148,89 @@ RerankerConfig = Annotated[
 ]
 
 
+# ---------------------------------------------------------------------------------------------
+# Answers: generator, context builder, judge
+
+class LLMConfig(Strict):
+    """One LLM: a local GGUF through llama.cpp (the default), OpenAI, or any OpenAI-compatible
+    server. Keys come from the environment or a ``.env`` file, never from configs."""
+
+    backend: Literal["llama_cpp", "openai", "openai_compatible"] = "llama_cpp"
+    model: str = Field("qwen2.5-coder-1.5b-instruct", description="GGUF name or path; or the remote model name.")
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_tokens: int = Field(256, gt=0, description="Cap on output tokens per call.")
+    seed: int = 0
+    n_ctx: int = Field(4096, gt=0, description="llama_cpp: context window in tokens.")
+    n_threads: int | None = Field(None, gt=0, description="llama_cpp: CPU threads (default: all cores).")
+    base_url: str | None = Field(None, description="openai_compatible (required) or openai: the API base URL.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the key.")
+    concurrency: int = Field(4, gt=0, description="Remote backends: requests in flight.")
+    max_retries: int = Field(5, ge=0, description="Remote backends: retries with backoff on 429/5xx/timeouts.")
+    timeout_s: float = Field(60.0, gt=0)
+    price_per_mtok: tuple[float, float] | None = Field(
+        None, description="USD per million (input, output) tokens; known OpenAI models have defaults."
+    )
+
+    @model_validator(mode="after")
+    def _backend_fields(self) -> "LLMConfig":
+        if self.backend == "openai_compatible" and not self.base_url:
+            raise ValueError("backend 'openai_compatible' needs base_url (e.g. http://localhost:11434/v1)")
+        if self.backend == "llama_cpp" and self.base_url:
+            raise ValueError("base_url is for remote backends; backend 'llama_cpp' runs a local GGUF file")
+        return self
+
+
+class TopNContext(Strict):
+    """Concatenate the top ``n`` passages (all of them when ``n`` is unset)."""
+
+    name: Literal["top_n"]
+    n: int | None = Field(None, gt=0)
+
+
+class CharBudgetContext(Strict):
+    """Relevance-prioritised truncation to a character budget (see lab.context)."""
+
+    name: Literal["char_budget"]
+    max_chars: int = Field(5000, gt=0)
+
+
+class TokenBudgetContext(Strict):
+    """Numbered passages while they fit a token budget (tiktoken, offline)."""
+
+    name: Literal["token_budget"]
+    max_tokens: int = Field(3000, gt=0)
+    encoding: str = "cl100k_base"
+
+
+ContextConfig = Annotated[
+    Union[TopNContext, CharBudgetContext, TokenBudgetContext], Field(discriminator="name")
+]
+
+
+class GenerationConfig(Strict):
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    context: ContextConfig = Field(default_factory=lambda: TopNContext(name="top_n"))
+    prompt: str = Field("answer-grounded-v1", description="A prompt file in lab/prompts (without .txt).")
+
+
+class JudgeConfig(Strict):
+    llm: LLMConfig = Field(default_factory=lambda: LLMConfig(max_tokens=160))
+    prompt: str = Field("judge-v1", description="A prompt file in lab/prompts (without .txt).")
+    calibration: bool = Field(
+        True, description="Also judge each reference answer as the answer (should score high) and "
+        "another question's reference (should score 1), and report the separation.",
+    )
+    max_attempts: int = Field(3, gt=0, description="Tries per judgement before it is recorded as failed.")
+
+
+class RagasConfig(Strict):
+    metrics: list[Literal["faithfulness", "answer_relevancy", "context_precision", "context_recall"]] = Field(
+        default_factory=lambda: ["faithfulness", "answer_relevancy", "context_precision", "context_recall"]
+    )
+    limit: int | None = Field(5, gt=0, description="Questions scored (a seeded sample); None: all.")
+    seed: int = 13
+
+
 class MetricsConfig(Strict):
     k: int = Field(10, gt=0, description="Cut-off of nDCG@k.")
 
@@ -168,6 +251,9 @@ class ExperimentConfig(Strict):
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     retriever: RetrieverConfig
     reranker: RerankerConfig | None = None
+    generation: GenerationConfig | None = Field(default_factory=GenerationConfig)
+    judge: JudgeConfig | None = Field(default_factory=JudgeConfig)
+    ragas: RagasConfig | None = None
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     sample: SampleConfig = Field(default_factory=SampleConfig)
 
@@ -183,6 +269,8 @@ class ExperimentConfig(Strict):
                     f"reranker.candidate_k ({r.candidate_k}) must lie between top_n ({r.top_n}) "
                     f"and retriever.top_k ({k})"
                 )
+        if self.generation is None and (self.judge is not None or self.ragas is not None):
+            raise ValueError("judge and ragas grade answers: they need a generation section (or set them to null)")
         return self
 
     def fingerprint(self) -> str:
@@ -196,7 +284,7 @@ class ExperimentConfig(Strict):
 # ---------------------------------------------------------------------------------------------
 # Loading
 
-COMPONENT_SECTIONS = ("chunker", "retriever", "reranker")
+COMPONENT_SECTIONS = ("chunker", "retriever", "reranker", "context")
 
 
 def experiment_path(name: str, experiments_dir: Path) -> Path:
@@ -326,7 +414,12 @@ def component_names(union: Any) -> list[str]:
     return [typing.get_args(m.model_fields["name"].annotation)[0] for m in members]
 
 
-SECTION_UNIONS = {"chunker": ChunkerConfig, "retriever": RetrieverConfig, "reranker": RerankerConfig}
+SECTION_UNIONS = {
+    ("chunker",): ChunkerConfig,
+    ("retriever",): RetrieverConfig,
+    ("reranker",): RerankerConfig,
+    ("generation", "context"): ContextConfig,
+}
 _TAGS = {tag for union in SECTION_UNIONS.values() for tag in component_names(union)}
 
 
@@ -334,16 +427,19 @@ def _check_component_names(raw: dict, chain: list[Path]) -> None:
     """Unknown component names fail with 'did you mean' and the valid names."""
     from lab.registry import Registry
 
-    for section, union in SECTION_UNIONS.items():
-        value = raw.get(section)
+    for loc, union in SECTION_UNIONS.items():
+        value: Any = raw
+        for part in loc:
+            value = value.get(part) if isinstance(value, dict) else None
         if not (isinstance(value, dict) and "name" in value):
             continue
+        section = ".".join(loc)
         reg: Registry[None] = Registry(section)
         for tag in component_names(union):
             reg.register(tag)(None)
         where = str(chain[0])
         for path in chain:
-            line = _line_of(path, (section, "name"))
+            line = _line_of(path, (*loc, "name"))
             if line is not None:
                 where = f"{path} line {line}"
                 break

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from typing import Iterable, Iterator, TypeVar
+from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
 log = logging.getLogger("lab.progress")
@@ -26,3 +26,15 @@ def progress(items: Iterable[T], total: int, desc: str, bar: bool, every: float 
             elapsed = time.perf_counter() - t0
             eta = elapsed / i * (total - i)
             log.info("%s %d/%d, %.0f s elapsed, ETA %.0f s", desc, i, total, elapsed, eta)
+
+
+def run_all(fn: Callable[[T], object], items: Sequence[T], desc: str, bar: bool, concurrency: int = 1) -> list:
+    """``[fn(x) for x in items]`` with progress and ETA; ``concurrency`` > 1 runs that many in
+    threads (remote LLM calls), results still in input order."""
+    if concurrency <= 1:
+        return [fn(x) for x in progress(items, len(items), desc, bar)]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        futures = [pool.submit(fn, x) for x in items]
+        return [f.result() for f in progress(futures, len(futures), desc, bar)]

@@ -92,6 +92,21 @@ def _llm(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
     )
 
 
+class KeepFirst(BaseNodePostprocessor):
+    """Keeps the first ``k`` nodes: the candidates a reranker scores (``candidate_k``)."""
+
+    k: int = Field(default=5)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "KeepFirst"
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        return list(nodes[: self.k])
+
+
 def build_reranker(plan: RerankerPlan | None, cache: Any) -> BaseNodePostprocessor | None:
     if plan is None:
         return None

@@ -18,7 +18,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from lab.config import ExperimentConfig, dump_yaml
 
@@ -61,50 +61,66 @@ def _path(project_root: Path, value: str) -> Path:
     return p if p.is_absolute() else (project_root / p)
 
 
+ANSWER_METRICS = ("accuracy", "completeness", "relevance", "answer_chars", "sent_context_chars")
+
+
 def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
-    from lab.embeddings import build_embedding
     from lab.evalset import load_eval_set, stratified_sample
-    from lab.ingest import load_folder
-    from lab.models import offline_env_for, resolve_hf_model
-    from lab.rerank import resolve_reranker
+    from lab.metrics.aggregate import by_category, mean_table
+    from lab.pipeline import open_pipeline, resolve_models
+    from lab.stages import answer_stage, judge_stage, ragas_stage, retrieve_stage
 
     timer = Timer()
     started = time.time()
     t_start = time.perf_counter()
     # --- start-up: resolve models and validate inputs before any heavy work -------------------
-    embed_model_ref = resolve_hf_model(cfg.embedding.model, "embedding model")
-    rerank_plan = resolve_reranker(cfg.reranker)
-    offline_env_for([embed_model_ref] + ([rerank_plan.model] if rerank_plan and rerank_plan.model.source != "gguf" else []))
-    kb_path = _path(opts.project_root, cfg.data.knowledge_base)
+    plans = resolve_models(cfg, opts.project_root)
     eval_path = _path(opts.project_root, cfg.data.eval_set)
     eval_set = load_eval_set(eval_path, cfg.data.categories)
     rows = eval_set.rows
     if cfg.sample.limit:
         rows = stratified_sample(rows, cfg.sample.limit, cfg.sample.seed)
-    with timer.stage("load_s"):
-        corpus = load_folder(kb_path, cfg.loader.extensions, cfg.loader.max_file_bytes, cfg.embedding.embed_metadata)
 
-    # --- index ----------------------------------------------------------------------------------
-    from lab.embeddings import VectorCache
-    from lab.index import open_or_build
+    # --- index, retrieve, rerank, score -----------------------------------------------------------
+    pipe = open_pipeline(cfg, plans, opts.project_root, opts.cache_root, opts.show_progress)
+    timer.update(pipe.timings)
+    samples, finals = retrieve_stage(cfg, rows, pipe, timer, opts.show_progress)
 
-    embed_model = build_embedding(cfg.embedding, embed_model_ref, opts.cache_root)
-    handle = open_or_build(corpus, cfg, embed_model, opts.cache_root, show_progress=opts.show_progress)
-    for name, seconds in handle.timings.items():
-        timer[name] = seconds
-    reranker = None
-    if rerank_plan is not None:
-        from lab.rerank import build_reranker
+    # --- answer, judge ------------------------------------------------------------------------------
+    judge_llm = None
+    metric_names = list(RETRIEVAL_METRICS)
+    extra: dict = {}
+    if pipe.synthesizer is not None:
+        answer_stage(samples, finals, pipe.synthesizer, timer, opts.show_progress)
+        metric_names += ["answer_chars", "sent_context_chars"]
+        extra["answers"] = _answer_summary(samples)
+    if plans.judge is not None:
+        from lab.judge import calibration_summary
+        from lab.llm import build_llm
 
-        reranker = build_reranker(rerank_plan, VectorCache(opts.cache_root / "scores.sqlite"))
+        judge_llm = build_llm(plans.judge, opts.cache_root)
+        judge_stage(samples, judge_llm, cfg.judge, cfg.sample.seed, timer, opts.show_progress)
+        metric_names = list(RETRIEVAL_METRICS) + list(ANSWER_METRICS)
+        failed = [s["id"] for s in samples if s["judgement"]["status"] == "failed"]
+        extra["judge"] = {"n_judged": len(samples) - len(failed), "n_failed": len(failed), "failed_ids": failed}
+        extra["calibration"] = calibration_summary(samples)
+    if cfg.ragas is not None:
+        from lab.llm import build_llm
 
-    # --- retrieve, rerank, score ------------------------------------------------------------------
-    samples = _evaluate(cfg, rows, handle, embed_model, reranker, timer, opts.show_progress)
+        ragas_llm = judge_llm or build_llm(plans.judge or plans.generation, opts.cache_root)
+        extra["ragas"] = ragas_stage(samples, finals, ragas_llm, pipe.embed_model, cfg.ragas, timer,
+                                     opts.show_progress)
+        metric_names += [f"ragas_{m}" for m in cfg.ragas.metrics]
 
     # --- aggregate and write --------------------------------------------------------------------
-    from lab.metrics.aggregate import by_category, mean_table
-
     metric_rows = [{"category": s["category"], **s["metrics"]} for s in samples]
+    per_category = by_category(metric_rows, metric_names, cfg.data.categories)
+    if "judge" in extra:
+        for cat, row in per_category.items():
+            row["judge_failed"] = sum(1 for s in samples if s["category"] == cat and s["metrics"]["judge_failed"])
+    usage = {role: llm.usage.as_dict() for role, llm in (("generation", pipe.generator), ("judge", judge_llm))
+             if llm is not None}
+    costs = [u["cost_usd"] for u in usage.values()]
     timer["total_s"] = time.perf_counter() - t_start
     results = {
         "schema_version": RESULTS_SCHEMA,
@@ -122,47 +138,83 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
             "seed": cfg.sample.seed,
         },
         "data": {
-            "knowledge_base": str(kb_path),
-            "corpus_sha256": corpus.content_hash,
-            "n_documents": len(corpus.documents),
-            "n_chars": corpus.n_chars,
-            "skipped_files": corpus.skipped,
+            "knowledge_base": str(_path(opts.project_root, cfg.data.knowledge_base)),
+            "corpus_sha256": pipe.corpus.content_hash,
+            "n_documents": len(pipe.corpus.documents),
+            "n_chars": pipe.corpus.n_chars,
+            "skipped_files": pipe.corpus.skipped,
             "eval_set": str(eval_path),
             "eval_sha256": eval_set.sha256,
             "categories": cfg.data.categories,
         },
         "index": {
-            "key": handle.key,
-            "path": str(handle.path),
-            "reused": handle.reused,
-            "n_chunks": handle.n_chunks,
-            "chunk_chars_mean": handle.manifest.get("chunk_chars_mean"),
-            "texts_embedded": handle.embedded,
+            "key": pipe.handle.key,
+            "path": str(pipe.handle.path),
+            "reused": pipe.handle.reused,
+            "n_chunks": pipe.handle.n_chunks,
+            "chunk_chars_mean": pipe.handle.manifest.get("chunk_chars_mean"),
+            "texts_embedded": pipe.handle.embedded,
         },
-        "models": {
-            "embedding": {"name": embed_model_ref.name, "location": embed_model_ref.location,
-                          "source": embed_model_ref.source, "fingerprint": embed_model.fingerprint},
-            "reranker": None if rerank_plan is None else {
-                "name": rerank_plan.model.name, "location": rerank_plan.model.location,
-                "source": rerank_plan.model.source, "kind": rerank_plan.cfg.name,
-                "prompt_version": _prompt_version(rerank_plan.cfg.name),
-            },
-        },
+        "models": _models(cfg, plans, pipe),
         "metrics": {
             "k": cfg.metrics.k,
-            "overall": mean_table(metric_rows, RETRIEVAL_METRICS),
-            "by_category": by_category(metric_rows, RETRIEVAL_METRICS, cfg.data.categories),
+            "overall": mean_table(metric_rows, metric_names),
+            "by_category": per_category,
         },
+        **extra,
         "counters": {
-            "embeddings_computed": embed_model.counters["computed"],
-            "embeddings_cached": embed_model.counters["cached"],
-            "rerank_scores_computed": getattr(reranker, "counters", {}).get("computed", 0) if reranker else 0,
-            "rerank_scores_cached": getattr(reranker, "counters", {}).get("cached", 0) if reranker else 0,
+            "embeddings_computed": pipe.embed_model.counters["computed"],
+            "embeddings_cached": pipe.embed_model.counters["cached"],
+            "rerank_scores_computed": pipe.reranker.counters.get("computed", 0) if pipe.reranker is not None and hasattr(pipe.reranker, "counters") else 0,
+            "rerank_scores_cached": pipe.reranker.counters.get("cached", 0) if pipe.reranker is not None and hasattr(pipe.reranker, "counters") else 0,
+            **{f"llm_calls_{role}": u["calls"] for role, u in usage.items()},
+            **{f"llm_cached_{role}": u["cached"] for role, u in usage.items()},
         },
+        "llm_usage": usage,
+        "cost_usd": None if not usage or any(c is None for c in costs) else sum(costs),
         "timings": dict(timer),
         "environment": environment(opts.project_root),
     }
     return write_run(results, samples, cfg, opts.reports_root)
+
+
+def _answer_summary(samples: list[dict]) -> dict:
+    n = len(samples)
+    answers = [s["answer"] for s in samples]
+    return {
+        "n": n,
+        "refused": sum(1 for a in answers if a["refused"]),
+        "no_context": sum(1 for a in answers if a.get("no_context")),
+        "with_citation": sum(1 for a in answers if a["citations"]),
+        "cut_at_max_tokens": sum(1 for a in answers if a.get("finish_reason") == "length"),
+    }
+
+
+def _models(cfg: ExperimentConfig, plans: Any, pipe: Any) -> dict:
+    emb = plans.embedding
+    out: dict = {
+        "embedding": {"name": emb.name, "location": emb.location, "source": emb.source,
+                      "fingerprint": pipe.embed_model.fingerprint},
+        "reranker": None if plans.reranker is None else {
+            "name": plans.reranker.model.name, "location": plans.reranker.model.location,
+            "source": plans.reranker.model.source, "kind": plans.reranker.cfg.name,
+            "prompt_version": _prompt_version(plans.reranker.cfg.name),
+        },
+        "generation": None,
+        "judge": None,
+    }
+    if plans.generation is not None:
+        p = pipe.synthesizer.prompt
+        out["generation"] = {**plans.generation.describe(), "prompt_version": p.version, "prompt_sha256": p.sha256,
+                             "context_builder": cfg.generation.context.model_dump(mode="json")}
+    if plans.judge is not None:
+        from lab.judge import JUDGE_FIELDS
+        from lab.prompts import load_prompt
+
+        p = load_prompt(cfg.judge.prompt, JUDGE_FIELDS)
+        out["judge"] = {**plans.judge.describe(), "prompt_version": p.version, "prompt_sha256": p.sha256,
+                        "calibration": cfg.judge.calibration, "max_attempts": cfg.judge.max_attempts}
+    return out
 
 
 def _prompt_version(kind: str) -> str | None:
@@ -171,72 +223,6 @@ def _prompt_version(kind: str) -> str | None:
 
         return PROMPT_VERSION
     return None
-
-
-def _evaluate(cfg, rows, handle, embed_model, reranker, timer: Timer, show_progress: bool) -> list[dict]:
-    from llama_index.core.schema import QueryBundle
-
-    from lab.metrics.retrieval import question_scores
-    from lab.progress import progress
-    from lab.retrieval import build_retriever
-
-    with timer.stage("embed_queries_s"):
-        vectors = embed_model.encode([r.question for r in rows], embed_model.query_prefix)
-    retriever = build_retriever(cfg.retriever, handle.index, embed_model)
-    bundles = [QueryBundle(query_str=r.question, embedding=v.tolist()) for r, v in zip(rows, vectors)]
-    with timer.stage("retrieve_s"):  # one batched LanceDB search for every question
-        firsts = retriever.retrieve_many(bundles)
-    per_question_retrieve = timer["retrieve_s"] / max(len(rows), 1)
-    candidate_k = (cfg.reranker.candidate_k or cfg.retriever.top_k) if cfg.reranker else None
-    samples = []
-    items = zip(rows, bundles, firsts)
-    if reranker is not None:  # the slow stage: show a bar or log an ETA
-        items = progress(items, len(rows), "rerank", bar=show_progress)
-    for row, bundle, first in items:
-        t1 = time.perf_counter()
-        final = first
-        if reranker is not None:
-            final = reranker.postprocess_nodes(first[:candidate_k], query_bundle=bundle)
-        t2 = time.perf_counter()
-        if reranker is not None:
-            timer["rerank_s"] = timer.get("rerank_s", 0.0) + (t2 - t1)
-        first_rank = {n.node.node_id: (i + 1, n.score) for i, n in enumerate(first)}
-        texts = [n.node.get_content() for n in final]
-        scores = question_scores(row.keywords, texts, cfg.metrics.k)
-        ranks = scores.pop("keyword_ranks")
-        scores["context_chars"] = sum(len(t) for t in texts)
-        samples.append({
-            "id": row.id,
-            "question": row.question,
-            "category": row.category,
-            "keywords": row.keywords,
-            "reference_answer": row.reference_answer,
-            "keyword_ranks": ranks,
-            "metrics": scores,
-            "retrieved": [
-                {
-                    "rank": i + 1,
-                    "id": n.node.node_id,
-                    "source": n.node.metadata.get("source"),
-                    "doc_type": n.node.metadata.get("doc_type"),
-                    "score": _num(n.score),
-                    "first_stage_rank": first_rank[n.node.node_id][0],
-                    "first_stage_score": _num(first_rank[n.node.node_id][1]),
-                    "start_char_idx": n.node.start_char_idx,
-                    "end_char_idx": n.node.end_char_idx,
-                    "text": n.node.get_content(),
-                }
-                for i, n in enumerate(final)
-            ],
-            "first_stage": [{"id": n.node.node_id, "score": _num(n.score)} for n in first] if reranker else None,
-            "timings": {"retrieve_s": per_question_retrieve, "rerank_s": (t2 - t1) if reranker else None},
-        })
-    return samples
-
-
-def _num(score: object) -> float | None:
-    """Scores as plain floats (rerankers may return numpy scalars, which JSON cannot hold)."""
-    return None if score is None else float(score)
 
 
 def environment(project_root: Path) -> dict:

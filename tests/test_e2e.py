@@ -32,15 +32,16 @@ def load(run: Path):
 
 
 def test_run_writes_results_samples_and_report(project):
-    p = lab(project, "run", "small")
+    p = lab(project, "run", "small-retrieval")
     assert p.returncode == 0, p.stderr
-    run = latest(project, "small")
-    assert f"report: reports/small/{run.name}/report.html" in p.stdout
+    run = latest(project, "small-retrieval")
+    assert f"report: reports/small-retrieval/{run.name}/report.html" in p.stdout
     results, samples = load(run)
-    assert results["name"] == "small" and results["sample"] == {
+    assert results["name"] == "small-retrieval" and results["sample"] == {
         "is_sample": False, "n_questions": 6, "n_total": 6, "limit": None, "seed": 13}
     assert results["index"]["reused"] is False and results["index"]["texts_embedded"] == results["index"]["n_chunks"]
     assert results["models"]["embedding"]["source"] == "package"
+    assert results["models"]["generation"] is None and "judge" not in results and "accuracy" not in results["metrics"]["overall"]
     assert set(results["timings"]) >= {"load_s", "chunk_s", "embed_s", "write_s", "retrieve_s", "total_s"}
     assert [s["id"] for s in samples] == ["f1", "f2", "f3", "f4", "f5", "f6"]
     for s in samples:  # ranks and metrics recomputed here from the chunks that landed on disk
@@ -59,12 +60,12 @@ def test_run_writes_results_samples_and_report(project):
     html = (run / "report.html").read_text()
     assert "How much does the Ember 90 cost?" in html
     assert '&lt;script&gt;alert(&#34;kb&#34;)&lt;/script&gt;' in html and '<script>alert("kb")' not in html
-    assert (run / "config.yaml").read_text().startswith("schema_version: 1\nname: small\n")
-    assert not list((project / "reports" / "small").glob(".*tmp*"))
+    assert (run / "config.yaml").read_text().startswith("schema_version: 1\nname: small-retrieval\n")
+    assert not list((project / "reports" / "small-retrieval").glob(".*tmp*"))
 
 
 def test_two_stage_reuses_the_index_and_caches_scores(project):
-    assert lab(project, "run", "small").returncode == 0
+    assert lab(project, "run", "small-retrieval").returncode == 0
     p = lab(project, "run", "small-llm-rerank")
     assert p.returncode == 0, p.stderr
     first, samples = load(latest(project, "small-llm-rerank"))
@@ -85,11 +86,11 @@ def test_two_stage_reuses_the_index_and_caches_scores(project):
 
 
 def test_sample_runs_say_so(project):
-    p = lab(project, "run", "small", "--limit", "3", "--seed", "5")
+    p = lab(project, "run", "small-retrieval", "--limit", "3", "--seed", "5")
     assert p.returncode == 0, p.stderr
-    results, samples = load(latest(project, "small"))
+    results, samples = load(latest(project, "small-retrieval"))
     assert results["sample"]["is_sample"] is True and len(samples) == 3
-    assert "Sample run:" in (latest(project, "small") / "report.html").read_text()
+    assert "Sample run:" in (latest(project, "small-retrieval") / "report.html").read_text()
     assert "sample" in p.stdout
 
 
@@ -115,8 +116,8 @@ def test_bad_name_and_bad_config_exit_2(project):
 
 
 def test_report_rerenders_from_files_alone(project):
-    assert lab(project, "run", "small").returncode == 0
-    run = latest(project, "small")
+    assert lab(project, "run", "small-retrieval").returncode == 0
+    run = latest(project, "small-retrieval")
     (run / "report.html").unlink()
-    p = lab(project, "report", "reports/small/LATEST")
+    p = lab(project, "report", "reports/small-retrieval/LATEST")
     assert p.returncode == 0 and (run / "report.html").is_file()

@@ -1,0 +1,123 @@
+"""Local answering + judging: the lab against raw llama-cpp-python doing the same calls.
+
+    .venv/bin/python bench/llm.py [--experiment turn13] [--n 5] [--no-reuse]
+
+Lab side: for N questions (a stratified sample of the experiment's eval set), the lab's
+retrieval, then its answer and judge stages (calibration included) on an empty LLM cache, so
+every call is computed; each call's messages, schema, temperature and seed are recorded.
+Raw side: a plain ``llama_cpp.Llama`` with the same settings replays those calls in the same
+order with ``create_chat_completion`` (so it reuses cached prompt prefixes just as the lab
+does). Models are loaded before timing on both sides. Prints seconds, tokens per second, the
+ratio lab / raw (goal <= 1.2), and whether both produced the same text.
+
+``--no-reuse`` also replays the calls with the KV cache reset before each one: what prefix
+reuse buys the judge (its three judgements of a question share rubric, question and reference).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from lab.config import load_experiment  # noqa: E402
+from lab.evalset import load_eval_set, stratified_sample  # noqa: E402
+from lab.llm import LabLLM, LlamaCppBackend, resolve_llm, CallCache  # noqa: E402
+from lab.pipeline import open_pipeline, resolve_models  # noqa: E402
+
+
+class Recording(LlamaCppBackend):
+    def __init__(self, plan):
+        super().__init__(plan)
+        self.calls: list[tuple] = []
+
+    def chat(self, messages, schema, temperature, seed):
+        out = super().chat(messages, schema, temperature, seed)
+        self.calls.append((messages, schema, temperature, seed, self.plan.cfg.max_tokens, out))
+        return out
+
+
+def replay(llm, calls, reset: bool) -> tuple[float, int, int, int]:
+    """Seconds, prompt tokens, output tokens, and how many texts differ from the lab's."""
+    t0 = time.perf_counter()
+    p = c = differ = 0
+    for messages, schema, temperature, seed, max_tokens, lab_out in calls:
+        if reset:
+            llm.reset()
+        kwargs = {"response_format": {"type": "json_object", "schema": schema}} if schema else {}
+        out = llm.create_chat_completion(messages=messages, temperature=temperature, max_tokens=max_tokens,
+                                         seed=seed, **kwargs)
+        p += out["usage"]["prompt_tokens"]
+        c += out["usage"]["completion_tokens"]
+        differ += (out["choices"][0]["message"]["content"] or "") != lab_out.text
+    return time.perf_counter() - t0, p, c, differ
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--experiment", default="turn13")
+    ap.add_argument("--n", type=int, default=5, help="questions (default 5)")
+    ap.add_argument("--no-reuse", action="store_true", help="also replay with the KV cache reset per call")
+    args = ap.parse_args()
+
+    from llama_cpp import Llama
+
+    from lab.stages import answer_stage, judge_stage, retrieve_stage
+    from lab.runner import Timer
+
+    cfg = load_experiment(args.experiment, ROOT / "experiments")
+    plans = resolve_models(cfg, ROOT)
+    rows = stratified_sample(load_eval_set(ROOT / cfg.data.eval_set, cfg.data.categories).rows, args.n, 13)
+    from lab.models import cache_dir
+
+    pipe = open_pipeline(cfg, plans, ROOT, cache_dir(), show_progress=False)
+    timer = Timer()
+    samples, finals = retrieve_stage(cfg, rows, pipe, timer, False)
+
+    with tempfile.TemporaryDirectory() as tmp:  # an empty LLM cache: every call computed
+        cache = CallCache(Path(tmp) / "llm.sqlite")
+        gen_backend, judge_backend = Recording(plans.generation), Recording(plans.judge)
+        gen_backend._load(), judge_backend._load()
+        pipe.synthesizer.lab_llm = LabLLM(plans.generation, cache, gen_backend)
+        judge = LabLLM(plans.judge, cache, judge_backend)
+        t0 = time.perf_counter()
+        answer_stage(samples, finals, pipe.synthesizer, timer, False)
+        t1 = time.perf_counter()
+        judge_stage(samples, judge, cfg.judge, 13, timer, False)
+        t2 = time.perf_counter()
+
+    def raw_llm(plan):
+        c = plan.cfg
+        return Llama(model_path=plan.location, n_ctx=c.n_ctx, n_threads=c.n_threads or os.cpu_count(),
+                     n_batch=512, seed=c.seed, verbose=False)
+
+    raw_gen, raw_judge = raw_llm(plans.generation), raw_llm(plans.judge)
+    g = replay(raw_gen, gen_backend.calls, reset=False)
+    j = replay(raw_judge, judge_backend.calls, reset=False)
+    lab_gen, lab_judge = t1 - t0, t2 - t1
+    n = len(samples)
+    print(f"{n} questions of {args.experiment}; generator {plans.generation.cfg.model}, judge {plans.judge.cfg.model}")
+    print(f"{'stage':<10}{'calls':>6}{'prompt tok':>11}{'out tok':>9}{'lab s':>9}{'raw s':>9}{'ratio':>7}{'differ':>8}")
+    for name, calls, lab_s, (raw_s, p, c, differ) in (("generate", gen_backend.calls, lab_gen, g),
+                                                         ("judge", judge_backend.calls, lab_judge, j)):
+        print(f"{name:<10}{len(calls):>6}{p:>11}{c:>9}{lab_s:>9.1f}{raw_s:>9.1f}{lab_s / raw_s:>7.2f}{differ:>8}")
+    total_lab, total_raw = lab_gen + lab_judge, g[0] + j[0]
+    print(f"{'total':<10}{'':>26}{total_lab:>9.1f}{total_raw:>9.1f}{total_lab / total_raw:>7.2f}   (goal <= 1.2)")
+    print(f"per question: {total_lab / n:.1f} s (generate {lab_gen / n:.1f} s, judge with calibration {lab_judge / n:.1f} s)")
+    if args.no_reuse:
+        jr = replay(raw_judge, judge_backend.calls, reset=True)
+        gr = replay(raw_gen, gen_backend.calls, reset=True)
+        print(f"KV prefix reuse: judge {jr[0]:.1f} s without, {j[0]:.1f} s with ({jr[0] / j[0]:.2f}x); "
+              f"generate {gr[0]:.1f} s without, {g[0]:.1f} s with")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Judge: an LLM grades each answer against the reference answer, and is itself calibrated.
+
+A judgement scores accuracy, completeness and relevance from 1 to 5 with one sentence of
+feedback, following the InsureLLM exercise's rubric (``lab/prompts/judge-v1.txt``). Output is
+a :class:`Judgement` (pydantic); local models decode under a grammar built from its JSON
+schema, remote ones get it as ``response_format``. Output that still fails to parse is retried
+(attempt k > 1 samples at temperature 0.7 with seed + k), then recorded as a failed judgement:
+``status: "failed"`` with the error and the raw text, counted in results and reports, and
+left out of the means *with* that count beside them, never silently.
+
+Calibration (on by default): each question's reference answer is judged as if it were the
+generated one (it should score high) and so is a reference answer of another question (it
+should score 1). :func:`calibration_summary` reports both means and the share of questions
+where the reference outscored the mismatched answer (ties count as not separated).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from typing import Any, Callable, Sequence
+
+from pydantic import BaseModel, Field, ValidationError
+
+from lab.prompts import Prompt
+
+JUDGE_FIELDS = {"question", "reference", "answer"}
+DIMENSIONS = ("accuracy", "completeness", "relevance")
+FEEDBACK_MAX_CHARS = 240
+RETRY_TEMPERATURE = 0.7
+
+
+class Judgement(BaseModel):
+    feedback: str = Field(max_length=FEEDBACK_MAX_CHARS * 2)
+    accuracy: int = Field(ge=1, le=5)
+    completeness: int = Field(ge=1, le=5)
+    relevance: int = Field(ge=1, le=5)
+
+
+#: The schema the decoder is held to: short feedback first, then the three integer scores.
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "feedback": {"type": "string", "maxLength": FEEDBACK_MAX_CHARS},
+        **{d: {"type": "integer", "enum": [1, 2, 3, 4, 5]} for d in DIMENSIONS},
+    },
+    "required": ["feedback", *DIMENSIONS],
+    "additionalProperties": False,
+}
+
+
+def parse_judgement(text: str) -> Judgement:
+    """The first JSON object in ``text`` (code fences allowed), validated."""
+    body = text.strip()
+    fenced = re.search(r"```(?:json)?\s*(.*?)```", body, re.S)
+    if fenced:
+        body = fenced.group(1)
+    start, end = body.find("{"), body.rfind("}")
+    if start < 0 or end <= start:
+        raise ValueError("no JSON object in the output")
+    try:
+        data = json.loads(body[start : end + 1])
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON: {exc.msg}") from None
+    try:
+        return Judgement.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ValueError(f"field '{'.'.join(map(str, err['loc']))}': {err['msg']}") from None
+
+
+def judge_one(llm: Any, prompt: Prompt, question: str, reference: str, answer: str, max_attempts: int) -> dict:
+    """One judgement record: ``status`` ok (scores, feedback) or failed (error, raw)."""
+    messages = prompt.messages(question=question.strip(), reference=reference.strip(), answer=answer.strip())
+    errors, raw = [], ""
+    tokens = {"prompt_tokens": 0, "completion_tokens": 0}
+    cached = True
+    for attempt in range(1, max_attempts + 1):
+        retry = attempt > 1
+        out = llm.chat(
+            messages, prompt.version, schema=SCHEMA,
+            temperature=RETRY_TEMPERATURE if retry else None,
+            seed=(llm.plan.cfg.seed + attempt - 1) if retry else None,
+        )
+        raw = out.text
+        cached = cached and out.cached
+        tokens["prompt_tokens"] += out.prompt_tokens
+        tokens["completion_tokens"] += out.completion_tokens
+        try:
+            j = parse_judgement(out.text)
+        except ValueError as exc:
+            errors.append(f"attempt {attempt}: {exc}" + (" (output cut at max_tokens)" if out.finish_reason == "length" else ""))
+            continue
+        return {"status": "ok", **j.model_dump(), "attempts": attempt, "cached": cached, **tokens}
+    return {"status": "failed", "error": "; ".join(errors), "raw": raw[:2000], "attempts": max_attempts,
+            "cached": cached, **{d: None for d in DIMENSIONS}, "feedback": None, **tokens}
+
+
+def mismatch_partners(ids: Sequence[str], categories: Sequence[str], seed: int) -> list[int]:
+    """For each question, the index of another question whose reference answer it is judged
+    against: a seeded derangement, preferring a different category."""
+    n = len(ids)
+    if n < 2:
+        return [-1] * n
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        others = [j for j in range(n) if j != i and categories[j] != categories[i]] or [j for j in range(n) if j != i]
+        out.append(rng.choice(others))
+    return out
+
+
+def judge_questions(items: Sequence[dict], llm: Any, prompt: Prompt, max_attempts: int, calibration: bool,
+                    seed: int, runner: Callable[..., list]) -> list[dict]:
+    """Judge every item {id, question, reference, answer, category}.
+
+    Returns per item {"judgement": ..., "calibration": {...} | None}. The three judgements of
+    one question run back to back, so a local model reuses the prompt prefix they share.
+    """
+    partners = mismatch_partners([i["id"] for i in items], [i["category"] for i in items], seed)
+
+    def one(k: int) -> dict:
+        it = items[k]
+        rec = {"judgement": judge_one(llm, prompt, it["question"], it["reference"], it["answer"], max_attempts),
+               "calibration": None}
+        if calibration and partners[k] >= 0:
+            other = items[partners[k]]
+            rec["calibration"] = {
+                "reference": judge_one(llm, prompt, it["question"], it["reference"], it["reference"], max_attempts),
+                "mismatched": judge_one(llm, prompt, it["question"], it["reference"], other["reference"], max_attempts),
+                "mismatched_id": other["id"],
+            }
+        return rec
+
+    return runner(one, list(range(len(items))))
+
+
+def calibration_summary(records: Sequence[dict]) -> dict | None:
+    """Means of reference-as-answer and mismatched-answer scores, and how often they separate.
+
+    ``separated``: share of questions whose reference judgement scored strictly higher than the
+    mismatched one, per dimension and on the mean of the three; pairs with a failed judgement
+    are left out and counted in ``n_failed``.
+    """
+    pairs = [r["calibration"] for r in records if r.get("calibration")]
+    if not pairs:
+        return None
+    ok = [p for p in pairs if p["reference"]["status"] == "ok" and p["mismatched"]["status"] == "ok"]
+    out: dict[str, Any] = {"n_pairs": len(ok), "n_failed": len(pairs) - len(ok)}
+    if not ok:
+        return out
+
+    def mean(xs: Sequence[float]) -> float:
+        return sum(xs) / len(xs)
+
+    for d in (*DIMENSIONS, "mean"):
+        get: Callable[[dict], float] = (lambda j: mean([j[x] for x in DIMENSIONS])) if d == "mean" else (lambda j, d=d: j[d])
+        ref = [get(p["reference"]) for p in ok]
+        mis = [get(p["mismatched"]) for p in ok]
+        out[d] = {
+            "reference_mean": mean(ref),
+            "mismatched_mean": mean(mis),
+            "separated": mean([1.0 if a > b else 0.0 for a, b in zip(ref, mis)]),
+            "tied": mean([1.0 if a == b else 0.0 for a, b in zip(ref, mis)]),
+        }
+    return out

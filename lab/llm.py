@@ -1,0 +1,403 @@
+"""LLMs: one chat interface over local llama.cpp models and OpenAI (or compatible) servers,
+behind a content cache.
+
+- ``llama_cpp``: a GGUF file (resolved by :func:`lab.models.resolve_gguf`) run in process with
+  llama-cpp-python; JSON output is constrained by a grammar built from a JSON schema. The
+  model reuses the longest cached token prefix between calls, so prompts that share a head
+  (the judge's rubric and question) evaluate it once.
+- ``openai``: LlamaIndex's ``OpenAI`` LLM (llama-index-llms-openai); ``openai_compatible``:
+  ``OpenAILike`` against any base URL (Ollama, vLLM, llama.cpp's server). The OpenAI client
+  retries 429/5xx/timeouts with exponential backoff (``max_retries``).
+
+:class:`LabLLM` caches every call in SQLite by (backend, model, parameters, prompt version,
+full messages, schema): re-running an unchanged experiment makes no model call, and an
+interrupted one resumes from what was stored (each call commits on its own). It counts calls,
+cache hits, tokens, seconds and, for priced models, cost.
+
+Keys come from the environment or the project's ``.env`` file, never from configs, and are
+never written into results or messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lab.errors import ConfigError, LabError
+
+log = logging.getLogger(__name__)
+
+#: USD per million (input, output) tokens, for the cost columns of results.
+PRICES = {
+    "gpt-4.1-nano": (0.10, 0.40),
+    "gpt-4.1-mini": (0.40, 1.60),
+    "gpt-4.1": (2.00, 8.00),
+    "gpt-4o-mini": (0.15, 0.60),
+    "gpt-4o": (2.50, 10.00),
+}
+REMOTE = {"openai", "openai_compatible"}
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float  # model time when computed (the original call's time when cached)
+    finish_reason: str | None = None
+    cached: bool = False
+
+
+@dataclass
+class Usage:
+    """Counters of one role (generation, judge, ...)."""
+
+    calls: int = 0  # computed by the model
+    cached: int = 0  # served from the cache
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0  # model time of the computed calls
+    cost_usd: float | None = None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+# ---------------------------------------------------------------------------------------------
+# Keys and start-up checks
+
+
+def read_dotenv(path: Path) -> dict[str, str]:
+    """``KEY=value`` lines of a ``.env`` file (``export``, quotes and comments allowed)."""
+    out: dict[str, str] = {}
+    if not path.is_file():
+        return out
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.removeprefix("export ").partition("=")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        out[key.strip()] = value
+    return out
+
+
+def api_key(cfg: Any, project_root: Path | None) -> str | None:
+    key = os.environ.get(cfg.api_key_env)
+    if not key and project_root is not None:
+        key = read_dotenv(project_root / ".env").get(cfg.api_key_env)
+    return key or None
+
+
+@dataclass(frozen=True)
+class LLMPlan:
+    """An LLM config with its model resolved and its key found (nothing loaded yet)."""
+
+    cfg: Any
+    role: str  # "generation", "judge": names it in messages and results
+    location: str  # GGUF path, or the remote model name
+    fingerprint: str
+    key: str | None = field(default=None, repr=False)
+
+    def describe(self) -> dict:
+        c = self.cfg
+        return {
+            "backend": c.backend, "model": c.model, "location": self.location, "fingerprint": self.fingerprint,
+            "temperature": c.temperature, "max_tokens": c.max_tokens, "seed": c.seed,
+            **({"n_ctx": c.n_ctx} if c.backend == "llama_cpp" else {"base_url": c.base_url}),
+        }
+
+
+def resolve_llm(cfg: Any, role: str, project_root: Path | None) -> LLMPlan:
+    """Check an LLM config at start-up: the GGUF exists (sha-verified) or the key is set."""
+    from lab.models import model_fingerprint, resolve_gguf
+
+    if cfg.backend == "llama_cpp":
+        path = resolve_gguf(cfg.model)
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError:
+            raise LabError(
+                f"{role}.llm: backend 'llama_cpp' needs llama-cpp-python",
+                hint="run `make venv`, which builds it (portable CPU build, ~8 min on 2 cores)",
+            ) from None
+        return LLMPlan(cfg, role, str(path), f"{path.name}:{model_fingerprint(str(path))}")
+    key = api_key(cfg, project_root)
+    if cfg.backend == "openai" and not key:
+        raise ConfigError(
+            f"{role}.llm: model {cfg.model!r} uses the OpenAI API, and {cfg.api_key_env} is not set",
+            hint=f"export {cfg.api_key_env}=... or put it in .env at the project root; or use "
+            f"backend: llama_cpp (a local model, the default) for {role}",
+        )
+    where = cfg.base_url or "https://api.openai.com/v1"
+    return LLMPlan(cfg, role, cfg.model, f"{cfg.backend}:{where}:{cfg.model}", key)
+
+
+# ---------------------------------------------------------------------------------------------
+# Backends
+
+
+class LlamaCppBackend:
+    """A local GGUF model; loaded on the first call that the cache cannot answer."""
+
+    def __init__(self, plan: LLMPlan):
+        self.plan = plan
+        self._llm: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        if self._llm is None:
+            from llama_cpp import Llama
+
+            cfg = self.plan.cfg
+            self._llm = Llama(
+                model_path=self.plan.location,
+                n_ctx=cfg.n_ctx,
+                n_threads=cfg.n_threads or os.cpu_count() or 1,
+                n_batch=512,
+                seed=cfg.seed,
+                verbose=False,
+            )
+        return self._llm
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._load().tokenize(text.encode(), add_bos=False, special=True))
+
+    def chat(self, messages: list[dict], schema: dict | None, temperature: float, seed: int) -> Completion:
+        with self._lock:  # one llama.cpp context: calls run one at a time
+            llm = self._load()
+            kwargs: dict[str, Any] = {}
+            if schema is not None:
+                kwargs["response_format"] = {"type": "json_object", "schema": schema}
+            t0 = time.perf_counter()
+            out = llm.create_chat_completion(
+                messages=messages, temperature=temperature, max_tokens=self.plan.cfg.max_tokens,
+                seed=seed, **kwargs,
+            )
+            seconds = time.perf_counter() - t0
+        usage = out.get("usage") or {}
+        choice = out["choices"][0]
+        return Completion(
+            text=choice["message"].get("content") or "",
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            seconds=seconds,
+            finish_reason=choice.get("finish_reason"),
+        )
+
+
+class OpenAIBackend:
+    """OpenAI, or an OpenAI-compatible server, through LlamaIndex's LLM classes."""
+
+    def __init__(self, plan: LLMPlan):
+        self.plan = plan
+        self._llm: Any = None
+
+    def _load(self) -> Any:
+        if self._llm is None:
+            cfg = self.plan.cfg
+            common = dict(
+                model=cfg.model, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
+                max_retries=cfg.max_retries, timeout=cfg.timeout_s,
+            )
+            try:
+                if cfg.backend == "openai":
+                    from llama_index.llms.openai import OpenAI
+
+                    self._llm = OpenAI(api_key=self.plan.key, api_base=cfg.base_url, **common)
+                else:
+                    from llama_index.llms.openai_like import OpenAILike
+
+                    self._llm = OpenAILike(
+                        api_key=self.plan.key or "not-needed", api_base=cfg.base_url,
+                        is_chat_model=True, context_window=cfg.n_ctx, **common,
+                    )
+            except ImportError:
+                raise LabError(
+                    f"backend {cfg.backend!r} needs llama-index-llms-openai and llama-index-llms-openai-like",
+                    hint="run `make venv`",
+                ) from None
+        return self._llm
+
+    def count_tokens(self, text: str) -> int:
+        from lab.context import count_tokens
+
+        return count_tokens(text)
+
+    def chat(self, messages: list[dict], schema: dict | None, temperature: float, seed: int) -> Completion:
+        from llama_index.core.llms import ChatMessage
+
+        llm = self._load()
+        kwargs: dict[str, Any] = {"temperature": temperature, "seed": seed}
+        if schema is not None:
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": schema, "strict": False},
+            }
+        t0 = time.perf_counter()
+        resp = llm.chat([ChatMessage(role=m["role"], content=m["content"]) for m in messages], **kwargs)
+        seconds = time.perf_counter() - t0
+        raw = resp.raw
+        usage = getattr(raw, "usage", None) or (raw.get("usage") if isinstance(raw, dict) else None)
+
+        def get(obj: Any, name: str) -> int:
+            value = getattr(obj, name, None) if not isinstance(obj, dict) else obj.get(name)
+            return int(value or 0)
+
+        choices = getattr(raw, "choices", None) or []
+        return Completion(
+            text=resp.message.content or "",
+            prompt_tokens=get(usage, "prompt_tokens") if usage else 0,
+            completion_tokens=get(usage, "completion_tokens") if usage else 0,
+            seconds=seconds,
+            finish_reason=getattr(choices[0], "finish_reason", None) if choices else None,
+        )
+
+
+def build_backend(plan: LLMPlan) -> Any:
+    return LlamaCppBackend(plan) if plan.cfg.backend == "llama_cpp" else OpenAIBackend(plan)
+
+
+# ---------------------------------------------------------------------------------------------
+# The cache and the counting wrapper
+
+
+class CallCache:
+    """Content-addressed store of LLM responses (SQLite, WAL; one commit per call)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._conn() as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, body TEXT NOT NULL)")
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=60)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+        return conn
+
+    def get(self, key: str) -> dict | None:
+        row = self._conn().execute("SELECT body FROM calls WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put(self, key: str, body: dict) -> None:
+        conn = self._conn()
+        with conn:
+            conn.execute("INSERT OR REPLACE INTO calls (key, body) VALUES (?, ?)", (key, json.dumps(body)))
+
+
+class LabLLM:
+    """A backend behind the cache, with counters. Thread-safe (remote calls run concurrently)."""
+
+    def __init__(self, plan: LLMPlan, cache: CallCache | None, backend: Any = None):
+        self.plan = plan
+        self.cache = cache
+        self.backend = backend if backend is not None else build_backend(plan)
+        self.usage = Usage(cost_usd=0.0 if self.price is not None else None)
+        self._lock = threading.Lock()
+
+    @property
+    def price(self) -> tuple[float, float] | None:
+        cfg = self.plan.cfg
+        if cfg.price_per_mtok is not None:
+            return tuple(cfg.price_per_mtok)
+        if cfg.backend == "llama_cpp":
+            return (0.0, 0.0)
+        return PRICES.get(cfg.model) if cfg.backend == "openai" else None
+
+    @property
+    def concurrency(self) -> int:
+        return self.plan.cfg.concurrency if self.plan.cfg.backend in REMOTE else 1
+
+    def key(self, messages: list[dict], prompt_version: str, schema: dict | None, temperature: float,
+            seed: int) -> str:
+        cfg = self.plan.cfg
+        body = {
+            "model": self.plan.fingerprint, "max_tokens": cfg.max_tokens, "temperature": temperature,
+            "seed": seed, "prompt_version": prompt_version, "messages": messages, "schema": schema,
+        }
+        if cfg.backend == "llama_cpp":
+            body["n_ctx"] = cfg.n_ctx  # a longer window can change a truncated prompt
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+    def chat(self, messages: list[dict], prompt_version: str, schema: dict | None = None,
+             temperature: float | None = None, seed: int | None = None) -> Completion:
+        cfg = self.plan.cfg
+        temperature = cfg.temperature if temperature is None else temperature
+        seed = cfg.seed if seed is None else seed
+        key = self.key(messages, prompt_version, schema, temperature, seed)
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                with self._lock:
+                    self.usage.cached += 1
+                return Completion(**{**hit, "cached": True})
+        out = self.backend.chat(messages, schema, temperature, seed)
+        if self.cache is not None:
+            self.cache.put(key, {k: v for k, v in asdict(out).items() if k != "cached"})
+        with self._lock:
+            u = self.usage
+            u.calls += 1
+            u.prompt_tokens += out.prompt_tokens
+            u.completion_tokens += out.completion_tokens
+            u.seconds += out.seconds
+            if self.price is not None:
+                u.cost_usd = (u.cost_usd or 0.0) + (
+                    out.prompt_tokens * self.price[0] + out.completion_tokens * self.price[1]
+                ) / 1e6
+        return out
+
+
+def build_llm(plan: LLMPlan, cache_root: Path | None) -> LabLLM:
+    cache = CallCache(cache_root / "llm.sqlite") if cache_root else None
+    return LabLLM(plan, cache)
+
+
+def as_llamaindex_llm(llm: LabLLM, prompt_version: str = "raw") -> Any:
+    """The cached LLM as a LlamaIndex ``LLM`` (for the response synthesizer and ragas)."""
+    from llama_index.core.base.llms.types import (
+        ChatMessage, ChatResponse, CompletionResponse, LLMMetadata,
+    )
+    from llama_index.core.llms import CustomLLM
+    from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
+
+    class _Adapter(CustomLLM):
+        @property
+        def metadata(self) -> LLMMetadata:
+            cfg = llm.plan.cfg
+            return LLMMetadata(context_window=cfg.n_ctx, num_output=cfg.max_tokens, is_chat_model=True,
+                               model_name=cfg.model)
+
+        @llm_chat_callback()
+        def chat(self, messages: list[ChatMessage], **kwargs: Any) -> ChatResponse:
+            out = llm.chat([{"role": m.role.value, "content": m.content or ""} for m in messages], prompt_version)
+            return ChatResponse(message=ChatMessage(role="assistant", content=out.text))
+
+        @llm_completion_callback()
+        def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+            out = llm.chat([{"role": "user", "content": prompt}], prompt_version)
+            return CompletionResponse(text=out.text)
+
+        @llm_completion_callback()
+        def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
+            text = self.complete(prompt).text
+            yield CompletionResponse(text=text, delta=text)
+
+    from llama_index.core.callbacks import CallbackManager
+
+    return _Adapter(callback_manager=CallbackManager([]))

@@ -1,0 +1,190 @@
+"""Answers and judgements end to end, with the real packaged SmolLM2 (plumbing, not quality)."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lab.judge import DIMENSIONS, calibration_summary
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def env(project: Path) -> dict:
+    e = {**os.environ, "LAB_CACHE": str(project / "cache"), "PYTHONPATH": str(ROOT)}
+    e.pop("OPENAI_API_KEY", None)
+    return e
+
+
+def lab(project: Path, *args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lab", *args], cwd=project, env=env(project),
+                          capture_output=True, text=True, timeout=900, **kw)
+
+
+def latest(project: Path, name: str) -> Path:
+    base = project / "reports" / name
+    return base / (base / "LATEST").read_text().strip()
+
+
+def load(run: Path):
+    results = json.loads((run / "results.json").read_text())
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    return results, samples
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    """One full run of the fixture experiment `small`, then the same run again."""
+    import shutil
+
+    project = tmp_path_factory.mktemp("answers") / "project"
+    shutil.copytree(FIXTURES, project)
+    first = lab(project, "run", "small")
+    assert first.returncode == 0, first.stderr
+    run1 = latest(project, "small")
+    time.sleep(1)  # a distinct run id
+    t0 = time.perf_counter()
+    second = lab(project, "run", "small")
+    wall = time.perf_counter() - t0
+    assert second.returncode == 0, second.stderr
+    return project, run1, latest(project, "small"), first, second, wall
+
+
+def test_answers_judgements_and_calibration_land_on_disk(judged):
+    project, run, _, proc, _, _ = judged
+    results, samples = load(run)
+    gen, judge = results["models"]["generation"], results["models"]["judge"]
+    assert (gen["backend"], gen["model"], gen["prompt_version"], gen["temperature"]) == (
+        "llama_cpp", "smollm2-135m-instruct", "answer-grounded-v1", 0.0)
+    assert gen["context_builder"] == {"name": "top_n", "n": None} and gen["location"].endswith(".gguf")
+    assert (judge["model"], judge["prompt_version"], judge["calibration"]) == ("smollm2-135m-instruct", "judge-v1", True)
+    assert len(gen["prompt_sha256"]) == 12 and len(judge["prompt_sha256"]) == 12
+    usage = results["llm_usage"]
+    assert usage["generation"]["calls"] == 6 and usage["generation"]["cached"] == 0
+    assert usage["judge"]["calls"] >= 18  # 3 judgements per question, more when one is retried
+    assert usage["generation"]["completion_tokens"] > 0 and results["cost_usd"] == 0.0
+    assert results["counters"]["llm_calls_generation"] == 6
+    for s in samples:
+        a, ctx = s["answer"], s["context"]
+        assert a["text"].strip() and a["prompt_version"] == "answer-grounded-v1" and a["cached"] is False
+        # top_n with no n: every retrieved chunk is sent, numbered, in retrieval order
+        assert [p["id"] for p in ctx["passages"]] == [c["id"] for c in s["retrieved"]]
+        assert ctx["text"].startswith(f"[1] (source: {s['retrieved'][0]['source']})\n")
+        assert ctx["chars"] == s["metrics"]["sent_context_chars"] == sum(len(c["text"]) for c in s["retrieved"])
+        assert s["metrics"]["answer_chars"] == len(a["text"])
+        j = s["judgement"]
+        assert j["status"] in {"ok", "failed"} and j["prompt_version"] == "judge-v1"
+        if j["status"] == "ok":
+            assert all(s["metrics"][d] == j[d] and 1 <= j[d] <= 5 for d in DIMENSIONS)
+        else:
+            assert all(s["metrics"][d] is None for d in DIMENSIONS) and j["error"]
+        cal = s["calibration"]
+        assert cal["mismatched_id"] != s["id"] and cal["reference"]["status"] in {"ok", "failed"}
+    # aggregates are recomputed here from what landed in samples.jsonl
+    ok = [s for s in samples if s["judgement"]["status"] == "ok"]
+    failed = [s["id"] for s in samples if s["judgement"]["status"] == "failed"]
+    acc = results["metrics"]["overall"]["accuracy"]
+    assert acc["n"] == len(ok) and results["judge"] == {"n_judged": len(ok), "n_failed": len(failed), "failed_ids": failed}
+    if ok:
+        assert acc["mean"] == pytest.approx(sum(s["judgement"]["accuracy"] for s in ok) / len(ok))
+    assert results["calibration"] == calibration_summary(samples)
+    assert results["calibration"]["n_pairs"] + results["calibration"]["n_failed"] == 6
+    assert results["metrics"]["by_category"]["numerical"]["judge_failed"] in (0, 1)
+    assert set(results["timings"]) >= {"generate_s", "judge_s"}
+    html = (run / "report.html").read_text()
+    assert "judge calibration" in html and "Accuracy" in html and "smollm2-135m-instruct" in html
+    assert "judge calibration: reference-as-answer" in proc.stdout and "generation LLM: 6 calls" in proc.stdout
+
+
+def test_second_run_makes_no_model_call(judged):
+    project, run1, run2, _, proc, wall = judged
+    (r1, s1), (r2, s2) = load(run1), load(run2)
+    assert r2["llm_usage"]["generation"]["calls"] == 0 and r2["llm_usage"]["judge"]["calls"] == 0
+    assert r2["llm_usage"]["generation"]["cached"] == 6
+    assert r2["llm_usage"]["judge"]["cached"] == r1["llm_usage"]["judge"]["calls"]
+    assert r2["counters"]["embeddings_computed"] == 0 and r2["index"]["reused"] is True
+    assert [s["answer"]["text"] for s in s2] == [s["answer"]["text"] for s in s1]
+    assert [s["judgement"]["feedback"] for s in s2] == [s["judgement"]["feedback"] for s in s1]
+    assert all(s["answer"]["cached"] for s in s2)
+    assert r2["metrics"] == r1["metrics"] and r2["calibration"] == r1["calibration"]
+    assert r2["timings"]["generate_s"] + r2["timings"]["judge_s"] < 1.0
+    assert r2["timings"]["total_s"] < 10 and "generation LLM: 0 calls, 6 from cache" in proc.stdout
+
+
+def test_killed_run_resumes_and_loses_no_finished_call(tmp_path):
+    import shutil
+
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURES, project)
+    db = project / "cache" / "llm.sqlite"
+    p = subprocess.Popen([sys.executable, "-m", "lab", "run", "small", "--no-progress"], cwd=project,
+                         env=env(project), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stored = 0
+    deadline = time.time() + 300
+    while time.time() < deadline and p.poll() is None:
+        if db.exists():
+            try:
+                with sqlite3.connect(db, timeout=5) as conn:
+                    stored = conn.execute("SELECT count(*) FROM calls").fetchone()[0]
+            except sqlite3.OperationalError:
+                stored = 0
+            if stored >= 8:  # every answer and a couple of judgements
+                break
+        time.sleep(0.2)
+    assert p.poll() is None, "the run ended before it could be interrupted"
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    with sqlite3.connect(db) as conn:
+        at_kill = conn.execute("SELECT count(*) FROM calls").fetchone()[0]
+    assert at_kill >= 8 and not (project / "reports" / "small" / "LATEST").exists()
+    done = lab(project, "run", "small")
+    assert done.returncode == 0, done.stderr
+    results, samples = load(latest(project, "small"))
+    u = results["llm_usage"]
+    assert u["generation"]["cached"] == 6 and u["generation"]["calls"] == 0  # answers were all finished
+    assert u["generation"]["cached"] + u["judge"]["cached"] == at_kill  # every stored call reused
+    assert len(samples) == 6 and all(s["judgement"]["status"] in {"ok", "failed"} for s in samples)
+    assert not list((project / "reports" / "small").glob(".*tmp*"))
+
+
+def test_ask_prints_answer_sources_and_timings(judged):
+    project = judged[0]
+    p = lab(project, "ask", "small", "How much does the Ember 90 cost?")
+    assert p.returncode == 0, p.stderr
+    out = p.stdout
+    assert "\nsources:\n  [1] " in out and "products/ember90.md" in out
+    assert "retrieve " in out and "generate " in out and "output tokens" in out
+
+
+def test_python_api_returns_the_same_engine_and_answer(judged, monkeypatch):
+    project = judged[0]
+    monkeypatch.setenv("LAB_CACHE", str(project / "cache"))
+    from llama_index.core.query_engine import RetrieverQueryEngine
+
+    from lab.pipeline import query_engine
+
+    engine = query_engine("small", project / "experiments")
+    assert isinstance(engine, RetrieverQueryEngine)
+    _, samples = load(latest(project, "small"))
+    s = next(x for x in samples if x["id"] == "f2")
+    response = engine.query(s["question"])  # answered from the cache the run filled
+    assert str(response) == s["answer"]["text"] and response.metadata["answer"]["cached"] is True
+    assert [n.node.node_id for n in response.source_nodes] == [c["id"] for c in s["retrieved"]]
+
+
+def test_openai_model_without_key_stops_at_start_up(project):
+    (project / "experiments" / "remote.yaml").write_text(
+        "schema_version: 1\nextends: small\njudge:\n  llm:\n    backend: openai\n    model: gpt-4.1-nano\n")
+    t0 = time.perf_counter()
+    p = lab(project, "run", "remote")
+    assert p.returncode == 2 and time.perf_counter() - t0 < 30, p.stderr
+    assert "judge.llm: model 'gpt-4.1-nano' uses the OpenAI API, and OPENAI_API_KEY is not set" in p.stderr
+    assert "Traceback" not in p.stderr and not (project / "cache" / "indexes").exists()
