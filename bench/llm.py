@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from lab.config import load_experiment  # noqa: E402
 from lab.evalset import load_eval_set, stratified_sample  # noqa: E402
-from lab.llm import LabLLM, LlamaCppBackend, resolve_llm, CallCache  # noqa: E402
+from lab.llm import CallCache, LabLLM, LlamaCppBackend  # noqa: E402
 from lab.pipeline import open_pipeline, resolve_models  # noqa: E402
 
 
@@ -39,9 +39,9 @@ class Recording(LlamaCppBackend):
         super().__init__(plan)
         self.calls: list[tuple] = []
 
-    def chat(self, messages, schema, temperature, seed):
-        out = super().chat(messages, schema, temperature, seed)
-        self.calls.append((messages, schema, temperature, seed, self.plan.cfg.max_tokens, out))
+    def chat(self, messages, schema, temperature, seed, max_tokens=None):
+        out = super().chat(messages, schema, temperature, seed, max_tokens)
+        self.calls.append((messages, schema, temperature, seed, max_tokens or self.plan.cfg.max_tokens, out))
         return out
 
 

@@ -27,27 +27,33 @@ from lab.prompts import Prompt
 
 JUDGE_FIELDS = {"question", "reference", "answer"}
 DIMENSIONS = ("accuracy", "completeness", "relevance")
-FEEDBACK_MAX_CHARS = 240
+FEEDBACK_MAX_CHARS = 160
 RETRY_TEMPERATURE = 0.7
 
 
 class Judgement(BaseModel):
-    feedback: str = Field(max_length=FEEDBACK_MAX_CHARS * 2)
     accuracy: int = Field(ge=1, le=5)
     completeness: int = Field(ge=1, le=5)
     relevance: int = Field(ge=1, le=5)
+    feedback: str = Field(max_length=FEEDBACK_MAX_CHARS * 2)
 
 
-#: The schema the decoder is held to: short feedback first, then the three integer scores.
+#: The schema the decoder is held to: the three integer scores, then short feedback. Scores come
+#: first so that a calibration judgement can stop right after them (see :func:`judge_one`).
 SCHEMA = {
     "type": "object",
     "properties": {
-        "feedback": {"type": "string", "maxLength": FEEDBACK_MAX_CHARS},
         **{d: {"type": "integer", "enum": [1, 2, 3, 4, 5]} for d in DIMENSIONS},
+        "feedback": {"type": "string", "maxLength": FEEDBACK_MAX_CHARS},
     },
-    "required": ["feedback", *DIMENSIONS],
+    "required": [*DIMENSIONS, "feedback"],
     "additionalProperties": False,
 }
+#: Output tokens that hold ``{"accuracy": 5, "completeness": 5, "relevance": 5, "feedback": "``.
+SCORES_MAX_TOKENS = 32
+_SCORES_RE = re.compile(
+    r'^\s*\{\s*"accuracy"\s*:\s*([1-5])\s*,\s*"completeness"\s*:\s*([1-5])\s*,\s*"relevance"\s*:\s*([1-5])\s*,'
+    r'\s*"feedback"\s*:\s*"(.*)$', re.S)
 
 
 def parse_judgement(text: str) -> Judgement:
@@ -70,25 +76,44 @@ def parse_judgement(text: str) -> Judgement:
         raise ValueError(f"field '{'.'.join(map(str, err['loc']))}': {err['msg']}") from None
 
 
-def judge_one(llm: Any, prompt: Prompt, question: str, reference: str, answer: str, max_attempts: int) -> dict:
-    """One judgement record: ``status`` ok (scores, feedback) or failed (error, raw)."""
+def parse_scores(text: str) -> Judgement:
+    """Scores from output cut after them (``{"accuracy": 5, ..., "feedback": "...``)."""
+    m = _SCORES_RE.match(text)
+    if not m:
+        return parse_judgement(text)
+    feedback = m.group(4)
+    return Judgement(accuracy=int(m.group(1)), completeness=int(m.group(2)), relevance=int(m.group(3)),
+                     feedback=feedback[:-2] if feedback.endswith('"}') else feedback + "...")
+
+
+def judge_one(llm: Any, prompt: Prompt, question: str, reference: str, answer: str, max_attempts: int,
+              scores_only: bool = False) -> dict:
+    """One judgement record: ``status`` ok (scores, feedback) or failed (error, raw).
+
+    ``scores_only`` (calibration, local models): decoding stops after the scores. The grammar
+    makes the scores come first and decoding is deterministic for a given seed, so they are the
+    very scores the full judgement would give; only the feedback is cut short.
+    """
     messages = prompt.messages(question=question.strip(), reference=reference.strip(), answer=answer.strip())
     errors, raw = [], ""
     tokens = {"prompt_tokens": 0, "completion_tokens": 0}
     cached = True
+    short = scores_only and llm.plan.cfg.backend == "llama_cpp"
+    parse = parse_scores if short else parse_judgement
     for attempt in range(1, max_attempts + 1):
         retry = attempt > 1
         out = llm.chat(
             messages, prompt.version, schema=SCHEMA,
             temperature=RETRY_TEMPERATURE if retry else None,
             seed=(llm.plan.cfg.seed + attempt - 1) if retry else None,
+            max_tokens=SCORES_MAX_TOKENS if short else None,
         )
         raw = out.text
         cached = cached and out.cached
         tokens["prompt_tokens"] += out.prompt_tokens
         tokens["completion_tokens"] += out.completion_tokens
         try:
-            j = parse_judgement(out.text)
+            j = parse(out.text)
         except ValueError as exc:
             errors.append(f"attempt {attempt}: {exc}" + (" (output cut at max_tokens)" if out.finish_reason == "length" else ""))
             continue
@@ -127,8 +152,10 @@ def judge_questions(items: Sequence[dict], llm: Any, prompt: Prompt, max_attempt
         if calibration and partners[k] >= 0:
             other = items[partners[k]]
             rec["calibration"] = {
-                "reference": judge_one(llm, prompt, it["question"], it["reference"], it["reference"], max_attempts),
-                "mismatched": judge_one(llm, prompt, it["question"], it["reference"], other["reference"], max_attempts),
+                "reference": judge_one(llm, prompt, it["question"], it["reference"], it["reference"], max_attempts,
+                                       scores_only=True),
+                "mismatched": judge_one(llm, prompt, it["question"], it["reference"], other["reference"],
+                                        max_attempts, scores_only=True),
                 "mismatched_id": other["id"],
             }
         return rec

@@ -173,7 +173,8 @@ class LlamaCppBackend:
     def count_tokens(self, text: str) -> int:
         return len(self._load().tokenize(text.encode(), add_bos=False, special=True))
 
-    def chat(self, messages: list[dict], schema: dict | None, temperature: float, seed: int) -> Completion:
+    def chat(self, messages: list[dict], schema: dict | None, temperature: float, seed: int,
+             max_tokens: int | None = None) -> Completion:
         with self._lock:  # one llama.cpp context: calls run one at a time
             llm = self._load()
             kwargs: dict[str, Any] = {}
@@ -181,7 +182,7 @@ class LlamaCppBackend:
                 kwargs["response_format"] = {"type": "json_object", "schema": schema}
             t0 = time.perf_counter()
             out = llm.create_chat_completion(
-                messages=messages, temperature=temperature, max_tokens=self.plan.cfg.max_tokens,
+                messages=messages, temperature=temperature, max_tokens=max_tokens or self.plan.cfg.max_tokens,
                 seed=seed, **kwargs,
             )
             seconds = time.perf_counter() - t0
@@ -234,11 +235,14 @@ class OpenAIBackend:
 
         return count_tokens(text)
 
-    def chat(self, messages: list[dict], schema: dict | None, temperature: float, seed: int) -> Completion:
+    def chat(self, messages: list[dict], schema: dict | None, temperature: float, seed: int,
+             max_tokens: int | None = None) -> Completion:
         from llama_index.core.llms import ChatMessage
 
         llm = self._load()
         kwargs: dict[str, Any] = {"temperature": temperature, "seed": seed}
+        if max_tokens:
+            kwargs["max_tokens"] = max_tokens
         if schema is not None:
             kwargs["response_format"] = {
                 "type": "json_schema",
@@ -325,10 +329,10 @@ class LabLLM:
         return self.plan.cfg.concurrency if self.plan.cfg.backend in REMOTE else 1
 
     def key(self, messages: list[dict], prompt_version: str, schema: dict | None, temperature: float,
-            seed: int) -> str:
+            seed: int, max_tokens: int | None = None) -> str:
         cfg = self.plan.cfg
         body = {
-            "model": self.plan.fingerprint, "max_tokens": cfg.max_tokens, "temperature": temperature,
+            "model": self.plan.fingerprint, "max_tokens": max_tokens or cfg.max_tokens, "temperature": temperature,
             "seed": seed, "prompt_version": prompt_version, "messages": messages, "schema": schema,
         }
         if cfg.backend == "llama_cpp":
@@ -336,18 +340,20 @@ class LabLLM:
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
     def chat(self, messages: list[dict], prompt_version: str, schema: dict | None = None,
-             temperature: float | None = None, seed: int | None = None) -> Completion:
+             temperature: float | None = None, seed: int | None = None, max_tokens: int | None = None
+             ) -> Completion:
+        """One chat call; ``temperature``, ``seed`` and ``max_tokens`` default to the config's."""
         cfg = self.plan.cfg
         temperature = cfg.temperature if temperature is None else temperature
         seed = cfg.seed if seed is None else seed
-        key = self.key(messages, prompt_version, schema, temperature, seed)
+        key = self.key(messages, prompt_version, schema, temperature, seed, max_tokens)
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:
                 with self._lock:
                     self.usage.cached += 1
                 return Completion(**{**hit, "cached": True})
-        out = self.backend.chat(messages, schema, temperature, seed)
+        out = self.backend.chat(messages, schema, temperature, seed, max_tokens)
         if self.cache is not None:
             self.cache.put(key, {k: v for k, v in asdict(out).items() if k != "cached"})
         with self._lock:

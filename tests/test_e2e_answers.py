@@ -188,3 +188,21 @@ def test_openai_model_without_key_stops_at_start_up(project):
     assert p.returncode == 2 and time.perf_counter() - t0 < 30, p.stderr
     assert "judge.llm: model 'gpt-4.1-nano' uses the OpenAI API, and OPENAI_API_KEY is not set" in p.stderr
     assert "Traceback" not in p.stderr and not (project / "cache" / "indexes").exists()
+
+
+def test_ragas_runs_on_a_sample_with_the_configured_models(judged):
+    pytest.importorskip("ragas")
+    project = judged[0]
+    p = lab(project, "run", "small-ragas")
+    assert p.returncode == 0, p.stderr
+    results, samples = load(latest(project, "small-ragas"))
+    rg = results["ragas"]
+    assert (rg["metrics"], rg["n_questions"], rg["of"], rg["seed"]) == (["answer_relevancy", "context_recall"], 1, 6, 3)
+    scored = [s for s in samples if "ragas" in s]
+    assert [s["id"] for s in scored] == rg["ids"]
+    for m in rg["metrics"]:  # a number, or None with the reason recorded: never silently missing
+        v = scored[0]["ragas"][m]
+        assert (isinstance(v, float) and 0 <= v <= 1) or (v is None and scored[0]["ragas"]["errors"][m])
+        assert results["metrics"]["overall"][f"ragas_{m}"]["n"] == (0 if v is None else 1)
+    assert results["llm_usage"]["generation"]["calls"] == 0  # answers came from the cache
+    assert "ragas metrics on a sample:" in (latest(project, "small-ragas") / "report.html").read_text()

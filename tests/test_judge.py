@@ -10,7 +10,7 @@ from lab.llm import Completion, LabLLM, LLMPlan
 from lab.prompts import load_prompt
 
 PROMPT = load_prompt("judge-v1", JUDGE_FIELDS)
-OK = '{"feedback": "Right.", "accuracy": 5, "completeness": 4, "relevance": 5}'
+OK = '{"accuracy": 5, "completeness": 4, "relevance": 5, "feedback": "Right."}'
 
 
 class Scripted:
@@ -19,8 +19,9 @@ class Scripted:
     def __init__(self, *outs):
         self.outs, self.calls = list(outs), []
 
-    def chat(self, messages, schema, temperature, seed):
+    def chat(self, messages, schema, temperature, seed, max_tokens=None):
         self.calls.append((temperature, seed, schema))
+        self.max_tokens = getattr(self, "max_tokens", []) + [max_tokens]
         self.users = getattr(self, "users", []) + [messages[-1]["content"].splitlines()[-1]]
         text = self.outs[min(len(self.calls), len(self.outs)) - 1]
         return Completion(text, 50, 10, 0.1, "stop")
@@ -48,7 +49,7 @@ def test_malformed_output_is_retried_with_another_seed_then_succeeds():
     assert rec["status"] == "ok" and rec["attempts"] == 2 and rec["accuracy"] == 5
     (t1, s1, schema), (t2, s2, _) = model.backend.calls
     assert (t1, s1) == (0.0, 0) and (t2, s2) == (0.7, 1)
-    assert schema["required"] == ["feedback", "accuracy", "completeness", "relevance"]
+    assert schema["required"] == ["accuracy", "completeness", "relevance", "feedback"]
     assert rec["prompt_tokens"] == 100 and rec["completion_tokens"] == 20  # both attempts counted
 
 
@@ -93,6 +94,25 @@ def test_judge_questions_runs_three_judgements_per_question_back_to_back():
     items = [{"id": str(i), "category": c, "question": f"Q{i}", "reference": f"R{i}", "answer": f"A{i}"}
              for i, c in enumerate(["x", "y"])]
     recs = judge_questions(items, model, PROMPT, 2, True, 13, lambda fn, keys: [fn(k) for k in keys])
-    assert len(model.backend.calls) == 6
+    assert len(model.backend.calls) == 6 and model.backend.max_tokens == [None, 32, 32, None, 32, 32]
     assert recs[0]["calibration"]["mismatched_id"] == "1" and recs[1]["calibration"]["mismatched_id"] == "0"
     assert model.backend.users[:3] == ["Generated answer: A0", "Generated answer: R0", "Generated answer: R1"]
+
+
+def test_calibration_judgements_stop_after_the_scores_and_parse_them():
+    model = llm('{"accuracy": 2, "completeness": 1, "relevance": 4, "feedback": "The answer na')
+    rec = judge_one(model, PROMPT, "Q", "R", "A", max_attempts=2, scores_only=True)
+    assert model.backend.max_tokens == [32]
+    assert (rec["status"], rec["accuracy"], rec["completeness"], rec["relevance"]) == ("ok", 2, 1, 4)
+    assert rec["feedback"] == "The answer na..."
+    # a full judgement of the same output is malformed (cut), so it is retried, then failed
+    rec = judge_one(llm('{"accuracy": 2, "completeness": 1, "relevance": 4, "feedback": "The answer na'),
+                    PROMPT, "Q", "R", "A", max_attempts=2)
+    assert rec["status"] == "failed" and rec["attempts"] == 2
+
+
+def test_remote_judges_are_never_cut():
+    plan = LLMPlan(LLMConfig(backend="openai_compatible", model="m", base_url="http://127.0.0.1:9/v1"), "judge", "m", "x")
+    model = LabLLM(plan, None, Scripted(OK))
+    assert judge_one(model, PROMPT, "Q", "R", "A", 1, scores_only=True)["feedback"] == "Right."
+    assert model.backend.max_tokens == [None]

@@ -14,7 +14,7 @@ class FakeBackend:
         self.texts = list(texts)
         self.calls = []
 
-    def chat(self, messages, schema, temperature, seed):
+    def chat(self, messages, schema, temperature, seed, max_tokens=None):
         self.calls.append((messages, schema, temperature, seed))
         return Completion(self.texts[min(len(self.calls), len(self.texts)) - 1], 100, 20, 0.5, "stop")
 

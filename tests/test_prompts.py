@@ -12,7 +12,7 @@ def test_shipped_prompts_load_with_their_placeholders():
     judge = load_prompt("judge-v1", JUDGE_FIELDS)
     assert judge.fields == {"question", "reference", "answer"}
     system, user = judge.messages(question="Q?", reference="R.", answer="A.")
-    assert system["role"] == "system" and '{"feedback": "<one short sentence>"' in system["content"]
+    assert system["role"] == "system" and '{"accuracy": <1-5>, "completeness"' in system["content"]
     assert user["content"] == "Question: Q?\nReference answer: R.\nGenerated answer: A."
     assert not any(line.startswith("#") for line in system["content"].splitlines())
 

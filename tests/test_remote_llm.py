@@ -1,0 +1,126 @@
+"""Remote backends against a local fake OpenAI-compatible server on 127.0.0.1."""
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from lab.config import LLMConfig
+from lab.llm import LabLLM, resolve_llm
+
+SENTINEL_KEY = "sk-sentinel-remote-0123456789"
+
+
+class FakeServer:
+    """Answers /v1/chat/completions; ``script`` is a list of HTTP statuses for the first requests."""
+
+    def __init__(self, script=(), delay=0.0):
+        self.script, self.delay = list(script), delay
+        self.requests, self.in_flight, self.max_in_flight = [], 0, 0
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server.lock:
+                    server.requests.append({"body": body, "auth": self.headers.get("Authorization")})
+                    status = server.script.pop(0) if server.script else 200
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                time.sleep(server.delay)
+                with server.lock:
+                    server.in_flight -= 1
+                if status != 200:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Retry-After", "0")
+                    self.end_headers()
+                    self.wfile.write(b'{"error": {"message": "busy"}}')
+                    return
+                question = body["messages"][-1]["content"]
+                payload = {
+                    "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": f"echo: {question}"}}],
+                    "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+                }
+                data = json.dumps(payload).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+
+
+@pytest.fixture
+def server():
+    servers = []
+
+    def make(*args, **kw):
+        servers.append(FakeServer(*args, **kw))
+        return servers[-1]
+
+    yield make
+    for s in servers:
+        s.close()
+
+
+def remote(url, tmp_path, monkeypatch, **cfg):
+    monkeypatch.setenv("LAB_TEST_KEY", SENTINEL_KEY)
+    c = LLMConfig(backend="openai_compatible", model="tiny", base_url=url, api_key_env="LAB_TEST_KEY",
+                  price_per_mtok=(1.0, 2.0), **cfg)
+    from lab.llm import CallCache
+
+    return LabLLM(resolve_llm(c, "generation", tmp_path), CallCache(tmp_path / "llm.sqlite"))
+
+
+def test_openai_compatible_answers_counts_tokens_and_cost(server, tmp_path, monkeypatch):
+    s = server()
+    llm = remote(s.url, tmp_path, monkeypatch)
+    out = llm.chat([{"role": "user", "content": "hello"}], "p-v1")
+    assert out.text == "echo: hello" and (out.prompt_tokens, out.completion_tokens) == (11, 3)
+    req = s.requests[0]
+    assert req["auth"] == f"Bearer {SENTINEL_KEY}" and req["body"]["model"] == "tiny"
+    assert req["body"]["temperature"] == 0.0 and req["body"]["max_tokens"] == 256
+    assert llm.usage.cost_usd == pytest.approx((11 * 1.0 + 3 * 2.0) / 1e6)
+    assert llm.chat([{"role": "user", "content": "hello"}], "p-v1").cached and len(s.requests) == 1
+
+
+def test_429_and_500_are_retried_with_backoff(server, tmp_path, monkeypatch):
+    s = server(script=[429, 500])
+    llm = remote(s.url, tmp_path, monkeypatch, max_retries=3)
+    assert llm.chat([{"role": "user", "content": "q"}], "p").text == "echo: q"
+    assert len(s.requests) == 3 and llm.usage.calls == 1
+
+
+def test_retries_exhausted_raise_without_the_key(server, tmp_path, monkeypatch):
+    s = server(script=[500, 500, 500])
+    llm = remote(s.url, tmp_path, monkeypatch, max_retries=1)
+    with pytest.raises(Exception) as exc:
+        llm.chat([{"role": "user", "content": "q"}], "p")
+    assert len(s.requests) == 2 and SENTINEL_KEY not in str(exc.value) and SENTINEL_KEY not in repr(exc.value)
+
+
+def test_remote_calls_run_concurrently(server, tmp_path, monkeypatch):
+    from lab.progress import run_all
+
+    s = server(delay=0.3)
+    llm = remote(s.url, tmp_path, monkeypatch, concurrency=4)
+    t0 = time.perf_counter()
+    outs = run_all(lambda i: llm.chat([{"role": "user", "content": f"q{i}"}], "p").text, list(range(8)),
+                   "generate", False, llm.concurrency)
+    assert outs == [f"echo: q{i}" for i in range(8)]  # input order kept
+    assert s.max_in_flight >= 3 and time.perf_counter() - t0 < 8 * 0.3
