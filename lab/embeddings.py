@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import sqlite3
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,28 +21,15 @@ from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
 from lab.models import ResolvedModel, model_fingerprint
+from lab.store import SqliteStore
 
 log = logging.getLogger(__name__)
 
 
-class VectorCache:
+class VectorCache(SqliteStore):
     """A content-addressed store of float32 vectors (SQLite, WAL, safe across processes)."""
 
-    def __init__(self, path: Path):
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        with self._conn() as conn:
-            conn.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)")
-
-    def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=60)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
-        return conn
+    schema = "vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)"
 
     def get_many(self, keys: list[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}

@@ -78,13 +78,22 @@ class LabSynthesizer(BaseSynthesizer):
         ctx = build_context(self.cfg.context, nodes)
         record: dict[str, Any] = {"prompt_version": self.prompt.version, "prompt_sha256": self.prompt.sha256}
         if not ctx.passages:  # nothing retrieved: no call, the prompt's own refusal
-            record.update(text=REFUSAL, citations=[], cited_sources=[], refused=True, no_context=True,
+            record.update(status="ok", text=REFUSAL, citations=[], cited_sources=[], refused=True, no_context=True,
                           prompt_tokens=0, completion_tokens=0, seconds=0.0, cached=False, finish_reason=None)
             return record, ctx
-        out = self.lab_llm.chat(self.messages(question, ctx.text, history), self.prompt.version)
+        from lab.llm import LLMCallError
+
+        try:
+            out = self.lab_llm.chat(self.messages(question, ctx.text, history), self.prompt.version)
+        except LLMCallError as exc:  # recorded, shown and counted; the judge does not grade it
+            record.update(status="failed", error=exc.message, text="", citations=[], cited_sources=[],
+                          refused=False, prompt_tokens=0, completion_tokens=0, seconds=0.0, cached=False,
+                          finish_reason=None)
+            return record, ctx
         text = out.text.strip()
         cites = parse_citations(text, len(ctx.passages))
         record.update(
+            status="ok",
             text=text,
             citations=cites,
             cited_sources=list(dict.fromkeys(ctx.passages[n - 1].source for n in cites)),

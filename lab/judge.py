@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, Field, ValidationError
 
+from lab.llm import LLMCallError
 from lab.prompts import Prompt
 
 JUDGE_FIELDS = {"question", "reference", "answer"}
@@ -102,12 +103,17 @@ def judge_one(llm: Any, prompt: Prompt, question: str, reference: str, answer: s
     parse = parse_scores if short else parse_judgement
     for attempt in range(1, max_attempts + 1):
         retry = attempt > 1
-        out = llm.chat(
-            messages, prompt.version, schema=SCHEMA,
-            temperature=RETRY_TEMPERATURE if retry else None,
-            seed=(llm.plan.cfg.seed + attempt - 1) if retry else None,
-            max_tokens=SCORES_MAX_TOKENS if short else None,
-        )
+        try:
+            out = llm.chat(
+                messages, prompt.version, schema=SCHEMA,
+                temperature=RETRY_TEMPERATURE if retry else None,
+                seed=(llm.plan.cfg.seed + attempt - 1) if retry else None,
+                max_tokens=SCORES_MAX_TOKENS if short else None,
+            )
+        except LLMCallError as exc:
+            errors.append(f"attempt {attempt}: {exc.message}")
+            cached = False
+            continue
         raw = out.text
         cached = cached and out.cached
         tokens["prompt_tokens"] += out.prompt_tokens
@@ -147,8 +153,13 @@ def judge_questions(items: Sequence[dict], llm: Any, prompt: Prompt, max_attempt
 
     def one(k: int) -> dict:
         it = items[k]
-        rec = {"judgement": judge_one(llm, prompt, it["question"], it["reference"], it["answer"], max_attempts),
-               "calibration": None}
+        if it.get("answer_error"):  # nothing to grade: the answer itself failed
+            judgement = {"status": "failed", "error": f"no answer to judge: {it['answer_error']}", "raw": "",
+                         "attempts": 0, "cached": True, "feedback": None, "prompt_tokens": 0,
+                         "completion_tokens": 0, **{d: None for d in DIMENSIONS}}
+        else:
+            judgement = judge_one(llm, prompt, it["question"], it["reference"], it["answer"], max_attempts)
+        rec = {"judgement": judgement, "calibration": None}
         if calibration and partners[k] >= 0:
             other = items[partners[k]]
             rec["calibration"] = {

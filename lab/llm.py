@@ -24,7 +24,6 @@ import hashlib
 import json
 import logging
 import os
-import sqlite3
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.errors import ConfigError, LabError
+from lab.store import SqliteStore
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,12 @@ PRICES = {
     "gpt-4o": (2.50, 10.00),
 }
 REMOTE = {"openai", "openai_compatible"}
+
+
+class LLMCallError(LabError):
+    """A model call that failed (after the backend's retries); the run records it and goes on."""
+
+    exit_code = 1
 
 
 @dataclass
@@ -62,6 +68,7 @@ class Usage:
 
     calls: int = 0  # computed by the model
     cached: int = 0  # served from the cache
+    failed: int = 0  # calls that raised (after the backend's own retries)
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0  # model time of the computed calls
@@ -140,7 +147,25 @@ def resolve_llm(cfg: Any, role: str, project_root: Path | None) -> LLMPlan:
             f"backend: llama_cpp (a local model, the default) for {role}",
         )
     where = cfg.base_url or "https://api.openai.com/v1"
+    if cfg.backend == "openai_compatible":
+        _probe(cfg.base_url, role)
     return LLMPlan(cfg, role, cfg.model, f"{cfg.backend}:{where}:{cfg.model}", key)
+
+
+def _probe(base_url: str, role: str) -> None:
+    """Stop at start-up when an OpenAI-compatible server does not accept connections."""
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(base_url)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=2).close()
+    except OSError as exc:
+        raise ConfigError(
+            f"{role}.llm: the server at {base_url} does not answer ({exc.strerror or exc})",
+            hint="start it (e.g. `ollama serve`), or correct base_url in the config",
+        ) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -276,24 +301,10 @@ def build_backend(plan: LLMPlan) -> Any:
 # The cache and the counting wrapper
 
 
-class CallCache:
+class CallCache(SqliteStore):
     """Content-addressed store of LLM responses (SQLite, WAL; one commit per call)."""
 
-    def __init__(self, path: Path):
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        with self._conn() as conn:
-            conn.execute("CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, body TEXT NOT NULL)")
-
-    def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=60)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
-        return conn
+    schema = "calls (key TEXT PRIMARY KEY, body TEXT NOT NULL)"
 
     def get(self, key: str) -> dict | None:
         row = self._conn().execute("SELECT body FROM calls WHERE key = ?", (key,)).fetchone()
@@ -353,7 +364,16 @@ class LabLLM:
                 with self._lock:
                     self.usage.cached += 1
                 return Completion(**{**hit, "cached": True})
-        out = self.backend.chat(messages, schema, temperature, seed, max_tokens)
+        try:
+            out = self.backend.chat(messages, schema, temperature, seed, max_tokens)
+        except Exception as exc:  # recorded by the caller as a failed answer or judgement
+            with self._lock:
+                self.usage.failed += 1
+            msg = f"{type(exc).__name__}: {exc}"
+            if self.plan.key:
+                msg = msg.replace(self.plan.key, "***")
+            retries = f" after {cfg.max_retries} retries" if cfg.backend in REMOTE else ""
+            raise LLMCallError(f"{self.plan.role} LLM ({cfg.model}) call failed{retries}: {msg[:500]}") from None
         if self.cache is not None:
             self.cache.put(key, {k: v for k, v in asdict(out).items() if k != "cached"})
         with self._lock:

@@ -183,6 +183,8 @@ def _answer_summary(samples: list[dict]) -> dict:
     answers = [s["answer"] for s in samples]
     return {
         "n": n,
+        "failed": sum(1 for a in answers if a.get("status") == "failed"),
+        "failed_ids": [s["id"] for s in samples if s["answer"].get("status") == "failed"],
         "refused": sum(1 for a in answers if a["refused"]),
         "no_context": sum(1 for a in answers if a.get("no_context")),
         "with_citation": sum(1 for a in answers if a["citations"]),

@@ -105,7 +105,8 @@ def judge_stage(samples: list[dict], llm: Any, cfg: Any, seed: int, timer: Any, 
 
     prompt = load_prompt(cfg.prompt, JUDGE_FIELDS, where="judge.prompt")
     items = [{"id": s["id"], "category": s["category"], "question": s["question"],
-              "reference": s["reference_answer"], "answer": s["answer"]["text"]} for s in samples]
+              "reference": s["reference_answer"], "answer": s["answer"]["text"],
+              "answer_error": s["answer"].get("error")} for s in samples]
 
     def runner(fn: Any, keys: list[int]) -> list:
         return run_all(fn, keys, "judge", show_progress, llm.concurrency)

@@ -1,34 +1,12 @@
 """End to end through the CLI, with the real packaged models, on the fixture project."""
 
-import json
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
+from runs import lab, latest, load
+
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def lab(project: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "LAB_CACHE": str(project / "cache"), "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "lab", *args], cwd=project, env=env, capture_output=True, text=True, timeout=900
-    )
-
-
-def latest(project: Path, name: str) -> Path:
-    base = project / "reports" / name
-    return base / (base / "LATEST").read_text().strip()
-
-
-def load(run: Path):
-    results = json.loads((run / "results.json").read_text())
-    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
-    return results, samples
 
 
 def test_run_writes_results_samples_and_report(project):

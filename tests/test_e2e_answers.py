@@ -1,6 +1,5 @@
 """Answers and judgements end to end, with the real packaged SmolLM2 (plumbing, not quality)."""
 
-import json
 import os
 import signal
 import sqlite3
@@ -13,31 +12,10 @@ import pytest
 
 from lab.judge import DIMENSIONS, calibration_summary
 
+from runs import lab, lab_env, latest, load
+
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def env(project: Path) -> dict:
-    e = {**os.environ, "LAB_CACHE": str(project / "cache"), "PYTHONPATH": str(ROOT)}
-    e.pop("OPENAI_API_KEY", None)
-    return e
-
-
-def lab(project: Path, *args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "lab", *args], cwd=project, env=env(project),
-                          capture_output=True, text=True, timeout=900, **kw)
-
-
-def latest(project: Path, name: str) -> Path:
-    base = project / "reports" / name
-    return base / (base / "LATEST").read_text().strip()
-
-
-def load(run: Path):
-    results = json.loads((run / "results.json").read_text())
-    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
-    return results, samples
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +104,7 @@ def test_killed_run_resumes_and_loses_no_finished_call(tmp_path):
     shutil.copytree(FIXTURES, project)
     db = project / "cache" / "llm.sqlite"
     p = subprocess.Popen([sys.executable, "-m", "lab", "run", "small", "--no-progress"], cwd=project,
-                         env=env(project), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                         env=lab_env(project), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     stored = 0
     deadline = time.time() + 300
     while time.time() < deadline and p.poll() is None:

@@ -92,3 +92,32 @@ def test_backend_config_rules():
         LLMConfig(backend="openai_compatible", model="m")
     with pytest.raises(ValueError, match="runs a local GGUF"):
         LLMConfig(base_url="http://x")
+
+
+def test_unreachable_compatible_server_stops_at_start_up(tmp_path):
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()  # nothing listens there now
+    cfg = LLMConfig(backend="openai_compatible", model="m", base_url=f"http://127.0.0.1:{port}/v1")
+    with pytest.raises(ConfigError) as exc:
+        resolve_llm(cfg, "generation", tmp_path)
+    assert f"generation.llm: the server at http://127.0.0.1:{port}/v1 does not answer" in str(exc.value)
+    assert "ollama serve" in str(exc.value)
+
+
+def test_a_failing_call_is_an_llm_call_error_without_the_key(tmp_path):
+    from lab.llm import LLMCallError
+
+    class Boom:
+        def chat(self, *a, **k):
+            raise RuntimeError("401 for key sk-sentinel-9 at server")
+
+    plan = LLMPlan(LLMConfig(backend="openai", model="gpt-4.1-nano"), "judge", "gpt-4.1-nano", "x", key="sk-sentinel-9")
+    llm = LabLLM(plan, None, Boom())
+    with pytest.raises(LLMCallError) as exc:
+        llm.chat(MSGS, "p")
+    assert str(exc.value) == "judge LLM (gpt-4.1-nano) call failed after 5 retries: RuntimeError: 401 for key *** at server"
+    assert llm.usage.failed == 1 and llm.usage.calls == 0

@@ -124,3 +124,63 @@ def test_remote_calls_run_concurrently(server, tmp_path, monkeypatch):
                    "generate", False, llm.concurrency)
     assert outs == [f"echo: q{i}" for i in range(8)]  # input order kept
     assert s.max_in_flight >= 3 and time.perf_counter() - t0 < 8 * 0.3
+
+
+def test_a_run_against_a_failing_server_records_failures_and_finishes(tmp_path):
+    """End to end through the CLI: one question's answer fails after retries (HTTP 500); it is
+    recorded as a failed answer and a failed judgement, counted, and the run finishes."""
+    import shutil
+    from pathlib import Path
+
+    from runs import lab, latest
+
+    s = FakeServer()
+    judge_json = '{"accuracy": 4, "completeness": 3, "relevance": 5, "feedback": "Close."}'
+    handler = s.httpd.RequestHandlerClass
+
+    def do_post(self):
+        length = int(self.headers["Content-Length"])
+        raw = self.rfile.read(length)
+        body = json.loads(raw)
+        user = body["messages"][-1]["content"]
+        if "Question: How much does the Ember 90 cost?" in user and "Reference answer:" not in user:
+            self.send_response(500)
+            self.end_headers()
+            return
+        content = judge_json if "Reference answer:" in user else "An answer [1]."
+        data = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                           "choices": [{"index": 0, "finish_reason": "stop",
+                                        "message": {"role": "assistant", "content": content}}],
+                           "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    handler.do_POST = do_post
+    try:
+        project = tmp_path / "project"
+        shutil.copytree(Path(__file__).parent / "fixtures", project)
+        llm = (f"    backend: openai_compatible\n    base_url: {s.url}\n    model: fake\n"
+               f"    api_key_env: LAB_TEST_KEY\n    max_retries: 1\n")
+        (project / "experiments" / "remote.yaml").write_text(
+            f"schema_version: 1\nextends: small\ngeneration:\n  llm:\n{llm}judge:\n  llm:\n{llm}")
+        p = lab(project, "run", "remote", "--no-progress", LAB_TEST_KEY=SENTINEL_KEY)
+        assert p.returncode == 0, p.stderr
+        run = latest(project, "remote")
+        results = json.loads((run / "results.json").read_text())
+        samples = {json.loads(x)["id"]: json.loads(x) for x in (run / "samples.jsonl").read_text().splitlines()}
+        f2 = samples["f2"]  # "How much does the Ember 90 cost?"
+        assert f2["answer"]["status"] == "failed" and "HTTP" not in f2["answer"]["text"]
+        assert "call failed after 1 retries" in f2["answer"]["error"]
+        assert f2["judgement"]["status"] == "failed" and f2["judgement"]["error"].startswith("no answer to judge")
+        assert results["answers"]["failed_ids"] == ["f2"] and results["judge"]["failed_ids"] == ["f2"]
+        assert results["metrics"]["overall"]["accuracy"] == {"mean": 4.0, "n": 5}
+        assert results["llm_usage"]["generation"]["failed"] == 1
+        for path in run.iterdir():
+            assert SENTINEL_KEY not in path.read_text()
+        assert SENTINEL_KEY not in p.stdout + p.stderr
+        assert "1 failed answer" in (run / "report.html").read_text()
+    finally:
+        s.close()
