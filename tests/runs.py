@@ -12,7 +12,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def lab_env(project: Path, **extra: str) -> dict:
-    env = {**os.environ, "LAB_CACHE": str(project / "cache"), "PYTHONPATH": str(ROOT), **extra}
+    """The environment of a run in ``project``: its own cache, no OpenAI key, and the network
+    guard (``tests/netguard``), which refuses and logs to ``project/network.log`` every
+    connection that leaves the machine."""
+    env = {**os.environ, "LAB_CACHE": str(project / "cache"),
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent / "netguard"), str(ROOT)]),
+           "LAB_NETGUARD_LOG": str(project / "network.log"), **extra}
     env.pop("OPENAI_API_KEY", None)
     return env
 

