@@ -71,6 +71,16 @@ def build_parser() -> argparse.ArgumentParser:
                          epilog="example: lab report reports/turn13/20261122-130000")
     rep.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder, or reports/<NAME>/LATEST")
 
+    cmp_ = sub.add_parser(
+        "compare", help="metrics of runs side by side, and why they may not be comparable",
+        description="Print the overall metrics of two or more runs side by side with deltas against the "
+                    "first, and warn when they are not comparable (other eval set or sample, other k, other "
+                    "judge, or one experiment name run with different configs). Reads results files only.",
+        epilog="example: lab compare turn13 turn18 turn22-offline",
+    )
+    cmp_.add_argument("runs", nargs="+", metavar="RUN", help="a run folder, or an experiment NAME (its latest run)")
+    cmp_.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
+
     sub.add_parser("models", help="show where each known model resolves on this machine",
                    epilog="example: lab models")
 
@@ -272,7 +282,17 @@ def _print_answer(response, startup: float) -> None:
     print(f"\n{first}retrieve {1000 * t['retrieve_s']:.0f} ms · rerank {1000 * t['rerank_s']:.0f} ms · {gen}")
 
 
-COMMANDS = {"run": cmd_run, "ask": cmd_ask, "list": cmd_list, "validate": cmd_validate, "report": cmd_report, "models": cmd_models}
+def cmd_compare(args: argparse.Namespace) -> int:
+    from lab.report.compare import load_results, resolve_run, table, warnings
+
+    runs = [load_results(resolve_run(ref, args.reports)) for ref in args.runs]
+    print("\n".join(table(runs)))
+    for w in warnings(runs):
+        print(f"warning: {w}")
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "ask": cmd_ask, "compare": cmd_compare, "list": cmd_list, "validate": cmd_validate, "report": cmd_report, "models": cmd_models}
 
 
 def main(argv: list[str] | None = None) -> int:
