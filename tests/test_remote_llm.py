@@ -184,3 +184,16 @@ def test_a_run_against_a_failing_server_records_failures_and_finishes(tmp_path):
         assert "1 failed answer" in (run / "report.html").read_text()
     finally:
         s.close()
+
+
+def test_openai_backend_goes_through_llamaindex_openai_with_its_price(server, tmp_path, monkeypatch):
+    s = server()
+    monkeypatch.setenv("OPENAI_API_KEY", SENTINEL_KEY)
+    cfg = LLMConfig(backend="openai", model="gpt-4.1-nano", base_url=s.url)
+    plan = resolve_llm(cfg, "judge", tmp_path)
+    llm = LabLLM(plan, None)
+    out = llm.chat([{"role": "user", "content": "hi"}], "p", schema={"type": "object"})
+    assert out.text == "echo: hi" and type(llm.backend._llm).__name__ == "OpenAI"
+    body = s.requests[0]["body"]
+    assert body["response_format"]["type"] == "json_schema" and body["model"] == "gpt-4.1-nano"
+    assert llm.usage.cost_usd == pytest.approx((11 * 0.10 + 3 * 0.40) / 1e6)
