@@ -10,8 +10,10 @@ order with ``create_chat_completion`` (so it reuses cached prompt prefixes just 
 does). Models are loaded before timing on both sides. Prints seconds, tokens per second, the
 ratio lab / raw (goal <= 1.2), and whether both produced the same text.
 
-``--no-reuse`` also replays the calls with the KV cache reset before each one: what prefix
-reuse buys the judge (its three judgements of a question share rubric, question and reference).
+``--no-reuse`` also replays the judge's calls with the KV cache reset before each one (and the
+generator's with reuse): what prefix reuse buys each (the judge's three judgements of a
+question share rubric, question and reference; answers share only the system prompt), and how
+many texts it changes.
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ def main() -> None:
                      n_batch=512, seed=c.seed, verbose=False)
 
     raw_gen, raw_judge = raw_llm(plans.generation), raw_llm(plans.judge)
-    g = replay(raw_gen, gen_backend.calls, reset=False)
+    g = replay(raw_gen, gen_backend.calls, reset=True)  # the lab's generator starts each call afresh
     j = replay(raw_judge, judge_backend.calls, reset=False)
     lab_gen, lab_judge = t1 - t0, t2 - t1
     n = len(samples)
@@ -114,9 +116,10 @@ def main() -> None:
     print(f"per question: {total_lab / n:.1f} s (generate {lab_gen / n:.1f} s, judge with calibration {lab_judge / n:.1f} s)")
     if args.no_reuse:
         jr = replay(raw_judge, judge_backend.calls, reset=True)
-        gr = replay(raw_gen, gen_backend.calls, reset=True)
-        print(f"KV prefix reuse: judge {jr[0]:.1f} s without, {j[0]:.1f} s with ({jr[0] / j[0]:.2f}x); "
-              f"generate {gr[0]:.1f} s without, {g[0]:.1f} s with")
+        gr = replay(raw_gen, gen_backend.calls, reset=False)
+        print(f"KV prefix reuse: judge {jr[0]:.1f} s without, {j[0]:.1f} s with ({jr[0] / j[0]:.2f}x, "
+              f"{jr[3]} of {len(judge_backend.calls)} texts differ); generate {g[0]:.1f} s without, {gr[0]:.1f} s with "
+              f"({gr[3]} of {len(gen_backend.calls)} texts differ)")
 
 
 if __name__ == "__main__":

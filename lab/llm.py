@@ -173,10 +173,20 @@ def _probe(base_url: str, role: str) -> None:
 
 
 class LlamaCppBackend:
-    """A local GGUF model; loaded on the first call that the cache cannot answer."""
+    """A local GGUF model; loaded on the first call that the cache cannot answer.
+
+    llama.cpp reuses the longest token prefix a call shares with the previous one. That is
+    what makes the judge fast (its rubric, and a question's three judgements, share long
+    prefixes), but the numbers of a prefix evaluated in another batch differ in the last bits:
+    in a check of 24 judge calls, 3 feedback texts (no score) came out differently with and
+    without reuse. Answers share only the system prompt, so reuse buys them nothing measurable,
+    and the generator starts each call from an empty cache: an answer depends on its prompt
+    alone, not on which question came before.
+    """
 
     def __init__(self, plan: LLMPlan):
         self.plan = plan
+        self.reuse_prefix = plan.role != "generation"
         self._llm: Any = None
         self._lock = threading.Lock()
 
@@ -206,6 +216,8 @@ class LlamaCppBackend:
             if schema is not None:
                 kwargs["response_format"] = {"type": "json_object", "schema": schema}
             t0 = time.perf_counter()
+            if not self.reuse_prefix:
+                llm.reset()
             out = llm.create_chat_completion(
                 messages=messages, temperature=temperature, max_tokens=max_tokens or self.plan.cfg.max_tokens,
                 seed=seed, **kwargs,
