@@ -192,10 +192,10 @@ class LlamaCppBackend:
 
     def _load(self) -> Any:
         if self._llm is None:
-            from llama_cpp import Llama
+            from lab.models import llama_class
 
             cfg = self.plan.cfg
-            self._llm = Llama(
+            self._llm = llama_class()(
                 model_path=self.plan.location,
                 n_ctx=cfg.n_ctx,
                 n_threads=cfg.n_threads or os.cpu_count() or 1,

@@ -218,6 +218,20 @@ def resolve_gguf(name: str) -> Path:
     )
 
 
+def llama_class() -> type:
+    """``llama_cpp.Llama``, imported with its OpenMP threads waiting passively.
+
+    llama.cpp's OpenMP threads spin at every barrier by default; when another process holds a
+    core (a 2-core machine running tests beside an experiment) one call then takes 10-100x
+    longer (a SmolLM2 call: 41.7 s spinning, 1.0 s passive). The setting is read when the
+    OpenMP runtime that llama.cpp links loads, i.e. at this import; idle, it costs ~5%.
+    """
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from llama_cpp import Llama
+
+    return Llama
+
+
 def model_fingerprint(location: str) -> str:
     """Names and sizes of a local model's files: cheap, and changes when the weights do."""
     path = Path(location)

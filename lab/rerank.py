@@ -143,7 +143,9 @@ class LlamaCppRelevanceScorer:
     def _load(self) -> Any:
         if self._llm is None:
             try:
-                from llama_cpp import Llama
+                from lab.models import llama_class
+
+                Llama = llama_class()
             except ImportError:
                 raise LabError(
                     "reranker 'llm_pointwise' needs llama-cpp-python",
