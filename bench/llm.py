@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from lab.config import load_experiment  # noqa: E402
 from lab.evalset import load_eval_set, stratified_sample  # noqa: E402
-from lab.llm import CallCache, LabLLM, LlamaCppBackend  # noqa: E402
+from lab.backends import LlamaCppBackend  # noqa: E402
+from lab.llm import CallCache, LabLLM  # noqa: E402
 from lab.pipeline import open_pipeline, resolve_models  # noqa: E402
 
 

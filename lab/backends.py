@@ -1,0 +1,152 @@
+"""LLM backends behind :class:`lab.llm.LabLLM`: one ``chat`` call each.
+
+- :class:`LlamaCppBackend`: a GGUF file run in process with llama-cpp-python; JSON output held
+  to a schema by a grammar.
+- :class:`OpenAIBackend`: OpenAI (LlamaIndex's ``OpenAI``) or any OpenAI-compatible server
+  (``OpenAILike``); the client retries 429/5xx/timeouts with exponential backoff.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+from lab.errors import LabError
+from lab.llm import Completion, LLMPlan
+
+
+
+
+class LlamaCppBackend:
+    """A local GGUF model; loaded on the first call that the cache cannot answer.
+
+    llama.cpp reuses the longest token prefix a call shares with the previous one. That is
+    what makes the judge fast (its rubric, and a question's three judgements, share long
+    prefixes), but the numbers of a prefix evaluated in another batch differ in the last bits:
+    in a check of 24 judge calls, 3 feedback texts (no score) came out differently with and
+    without reuse. Answers share only the system prompt, so reuse buys them nothing measurable,
+    and the generator starts each call from an empty cache: an answer depends on its prompt
+    alone, not on which question came before.
+    """
+
+    def __init__(self, plan: LLMPlan):
+        self.plan = plan
+        self.reuse_prefix = plan.role != "generation"
+        self._llm: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        if self._llm is None:
+            from lab.models import llama_class
+
+            cfg = self.plan.cfg
+            self._llm = llama_class()(
+                model_path=self.plan.location,
+                n_ctx=cfg.n_ctx,
+                n_threads=cfg.n_threads or os.cpu_count() or 1,
+                n_batch=512,
+                seed=cfg.seed,
+                verbose=False,
+            )
+        return self._llm
+
+    def count_tokens(self, text: str) -> int:
+        return len(self._load().tokenize(text.encode(), add_bos=False, special=True))
+
+    def chat(self, messages: list[dict], schema: dict | None, temperature: float, seed: int,
+             max_tokens: int | None = None) -> Completion:
+        with self._lock:  # one llama.cpp context: calls run one at a time
+            llm = self._load()
+            kwargs: dict[str, Any] = {}
+            if schema is not None:
+                kwargs["response_format"] = {"type": "json_object", "schema": schema}
+            t0 = time.perf_counter()
+            if not self.reuse_prefix:
+                llm.reset()
+            out = llm.create_chat_completion(
+                messages=messages, temperature=temperature, max_tokens=max_tokens or self.plan.cfg.max_tokens,
+                seed=seed, **kwargs,
+            )
+            seconds = time.perf_counter() - t0
+        usage = out.get("usage") or {}
+        choice = out["choices"][0]
+        return Completion(
+            text=choice["message"].get("content") or "",
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            seconds=seconds,
+            finish_reason=choice.get("finish_reason"),
+        )
+
+
+class OpenAIBackend:
+    """OpenAI, or an OpenAI-compatible server, through LlamaIndex's LLM classes."""
+
+    def __init__(self, plan: LLMPlan):
+        self.plan = plan
+        self._llm: Any = None
+
+    def _load(self) -> Any:
+        if self._llm is None:
+            cfg = self.plan.cfg
+            common = dict(
+                model=cfg.model, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
+                max_retries=cfg.max_retries, timeout=cfg.timeout_s,
+            )
+            try:
+                if cfg.backend == "openai":
+                    from llama_index.llms.openai import OpenAI
+
+                    self._llm = OpenAI(api_key=self.plan.key, api_base=cfg.base_url, **common)
+                else:
+                    from llama_index.llms.openai_like import OpenAILike
+
+                    self._llm = OpenAILike(
+                        api_key=self.plan.key or "not-needed", api_base=cfg.base_url,
+                        is_chat_model=True, context_window=cfg.n_ctx, **common,
+                    )
+            except ImportError:
+                raise LabError(
+                    f"backend {cfg.backend!r} needs llama-index-llms-openai and llama-index-llms-openai-like",
+                    hint="run `make venv`",
+                ) from None
+        return self._llm
+
+    def count_tokens(self, text: str) -> int:
+        from lab.context import count_tokens
+
+        return count_tokens(text)
+
+    def chat(self, messages: list[dict], schema: dict | None, temperature: float, seed: int,
+             max_tokens: int | None = None) -> Completion:
+        from llama_index.core.llms import ChatMessage
+
+        llm = self._load()
+        kwargs: dict[str, Any] = {"temperature": temperature, "seed": seed}
+        if max_tokens:
+            kwargs["max_tokens"] = max_tokens
+        if schema is not None:
+            kwargs["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": schema, "strict": False},
+            }
+        t0 = time.perf_counter()
+        resp = llm.chat([ChatMessage(role=m["role"], content=m["content"]) for m in messages], **kwargs)
+        seconds = time.perf_counter() - t0
+        raw = resp.raw
+        usage = getattr(raw, "usage", None) or (raw.get("usage") if isinstance(raw, dict) else None)
+
+        def get(obj: Any, name: str) -> int:
+            value = getattr(obj, name, None) if not isinstance(obj, dict) else obj.get(name)
+            return int(value or 0)
+
+        choices = getattr(raw, "choices", None) or []
+        return Completion(
+            text=resp.message.content or "",
+            prompt_tokens=get(usage, "prompt_tokens") if usage else 0,
+            completion_tokens=get(usage, "completion_tokens") if usage else 0,
+            seconds=seconds,
+            finish_reason=getattr(choices[0], "finish_reason", None) if choices else None,
+        )
