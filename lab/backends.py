@@ -52,9 +52,6 @@ class LlamaCppBackend:
             )
         return self._llm
 
-    def count_tokens(self, text: str) -> int:
-        return len(self._load().tokenize(text.encode(), add_bos=False, special=True))
-
     def chat(self, messages: list[dict], schema: dict | None, temperature: float, seed: int,
              max_tokens: int | None = None) -> Completion:
         with self._lock:  # one llama.cpp context: calls run one at a time
@@ -113,11 +110,6 @@ class OpenAIBackend:
                     hint="run `make venv`",
                 ) from None
         return self._llm
-
-    def count_tokens(self, text: str) -> int:
-        from lab.context import count_tokens
-
-        return count_tokens(text)
 
     def chat(self, messages: list[dict], schema: dict | None, temperature: float, seed: int,
              max_tokens: int | None = None) -> Completion:

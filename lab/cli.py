@@ -112,10 +112,6 @@ def _setup_logging(verbose: bool) -> None:
     for noisy in ("httpx", "llama_index", "sentence_transformers", "urllib3", "huggingface_hub", "filelock"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     os.environ.setdefault("LANCE_LOG", "error")
-    # llama.cpp's OpenMP threads spin at every barrier by default: when another process holds
-    # a core (2-core machines, a test run beside an experiment) a call slows 10-100x. Waiting
-    # passively avoids that; it must be set before the OpenMP runtime loads.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 

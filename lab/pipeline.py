@@ -29,6 +29,12 @@ class ModelPlans:
     judge: Any  # lab.llm.LLMPlan | None
 
 
+def project_path(project_root: Path, value: str) -> Path:
+    """A config path: absolute as written, else relative to the project root."""
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else (project_root / p)
+
+
 def resolve_models(cfg: ExperimentConfig, project_root: Path | None) -> ModelPlans:
     """Resolve every model the config names; stops with a clear error before any work."""
     from lab.llm import resolve_llm
@@ -67,13 +73,18 @@ class Pipeline:
     synthesizer: Any  # lab.generation.LabSynthesizer | None
     timings: dict = field(default_factory=dict)
 
+    @property
+    def candidate_k(self) -> int | None:
+        """How many retrieved nodes the reranker scores (None without a reranker)."""
+        r = self.cfg.reranker
+        return None if r is None else (r.candidate_k or self.cfg.retriever.top_k)
+
     def postprocessors(self) -> list:
         if self.reranker is None:
             return []
         from lab.rerank import KeepFirst
 
-        k = self.cfg.reranker.candidate_k or self.cfg.retriever.top_k
-        return [KeepFirst(k=k), self.reranker]
+        return [KeepFirst(k=self.candidate_k), self.reranker]
 
     def query_engine(self) -> Any:
         from lab.generation import LabQueryEngine
@@ -95,9 +106,7 @@ def open_pipeline(cfg: ExperimentConfig, plans: ModelPlans, project_root: Path, 
 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    kb = Path(cfg.data.knowledge_base).expanduser()
-    kb = kb if kb.is_absolute() else project_root / kb
-    corpus = load_folder(kb, cfg.loader.extensions, cfg.loader.max_file_bytes, cfg.embedding.embed_metadata)
+    corpus = load_folder(project_path(project_root, cfg.data.knowledge_base), cfg.loader.extensions, cfg.loader.max_file_bytes, cfg.embedding.embed_metadata)
     timings["load_s"] = time.perf_counter() - t0
     embed_model = build_embedding(cfg.embedding, plans.embedding, cache_root)
     handle = open_or_build(corpus, cfg, embed_model, cache_root, show_progress=show_progress)

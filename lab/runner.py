@@ -56,18 +56,10 @@ class Timer(dict):
             self[name] = self.get(name, 0.0) + time.perf_counter() - t0
 
 
-def _path(project_root: Path, value: str) -> Path:
-    p = Path(value).expanduser()
-    return p if p.is_absolute() else (project_root / p)
-
-
-ANSWER_METRICS = ("accuracy", "completeness", "relevance", "answer_chars", "sent_context_chars")
-
-
 def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     from lab.evalset import load_eval_set, stratified_sample
     from lab.metrics.aggregate import by_category, mean_table
-    from lab.pipeline import open_pipeline, resolve_models
+    from lab.pipeline import open_pipeline, project_path, resolve_models
     from lab.stages import answer_stage, judge_stage, ragas_stage, retrieve_stage
 
     timer = Timer()
@@ -75,7 +67,7 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     t_start = time.perf_counter()
     # --- start-up: resolve models and validate inputs before any heavy work -------------------
     plans = resolve_models(cfg, opts.project_root)
-    eval_path = _path(opts.project_root, cfg.data.eval_set)
+    eval_path = project_path(opts.project_root, cfg.data.eval_set)
     eval_set = load_eval_set(eval_path, cfg.data.categories)
     rows = eval_set.rows
     if cfg.sample.limit:
@@ -100,7 +92,7 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
 
         judge_llm = build_llm(plans.judge, opts.cache_root)
         judge_stage(samples, judge_llm, cfg.judge, cfg.sample.seed, timer, opts.show_progress)
-        metric_names = list(RETRIEVAL_METRICS) + list(ANSWER_METRICS)
+        metric_names += ["accuracy", "completeness", "relevance"]
         failed = [s["id"] for s in samples if s["judgement"]["status"] == "failed"]
         extra["judge"] = {"n_judged": len(samples) - len(failed), "n_failed": len(failed), "failed_ids": failed}
         extra["calibration"] = calibration_summary(samples)
@@ -138,7 +130,7 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
             "seed": cfg.sample.seed,
         },
         "data": {
-            "knowledge_base": str(_path(opts.project_root, cfg.data.knowledge_base)),
+            "knowledge_base": str(project_path(opts.project_root, cfg.data.knowledge_base)),
             "corpus_sha256": pipe.corpus.content_hash,
             "n_documents": len(pipe.corpus.documents),
             "n_chars": pipe.corpus.n_chars,
@@ -165,8 +157,8 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
         "counters": {
             "embeddings_computed": pipe.embed_model.counters["computed"],
             "embeddings_cached": pipe.embed_model.counters["cached"],
-            "rerank_scores_computed": pipe.reranker.counters.get("computed", 0) if pipe.reranker is not None and hasattr(pipe.reranker, "counters") else 0,
-            "rerank_scores_cached": pipe.reranker.counters.get("cached", 0) if pipe.reranker is not None and hasattr(pipe.reranker, "counters") else 0,
+            "rerank_scores_computed": getattr(pipe.reranker, "counters", {}).get("computed", 0),
+            "rerank_scores_cached": getattr(pipe.reranker, "counters", {}).get("cached", 0),
             **{f"llm_calls_{role}": u["calls"] for role, u in usage.items()},
             **{f"llm_cached_{role}": u["cached"] for role, u in usage.items()},
         },

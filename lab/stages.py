@@ -32,7 +32,7 @@ def retrieve_stage(cfg: Any, rows: Sequence[Any], pipe: Any, timer: Any, show_pr
     with timer.stage("retrieve_s"):  # one batched LanceDB search for every question
         firsts = pipe.retriever.retrieve_many(bundles)
     per_question_retrieve = timer["retrieve_s"] / max(len(rows), 1)
-    candidate_k = (cfg.reranker.candidate_k or cfg.retriever.top_k) if cfg.reranker else None
+    candidate_k = pipe.candidate_k
     samples, finals = [], []
     items = zip(rows, bundles, firsts)
     if reranker is not None:  # the slow stage: show a bar or log an ETA

@@ -11,7 +11,6 @@ import pytest
 FIXTURES = Path(__file__).parent / "fixtures"
 
 os.environ["HF_HUB_OFFLINE"] = "1"
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the CLI does (see lab.cli)
 os.environ.pop("OPENAI_API_KEY", None)
 
 
