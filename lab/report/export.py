@@ -1,0 +1,72 @@
+"""Per-question results as a table (pandas): ``questions.csv`` and ``questions.parquet``.
+
+One row per (run, question), long format, so several runs stack and pivot easily::
+
+    import pandas as pd
+    df = pd.read_parquet("reports/_compare/turn13-turn18/questions.parquet")
+    df.pivot(index="id", columns="experiment", values="mrr")
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+METRIC_COLUMNS = ("mrr", "ndcg", "coverage", "context_chars", "accuracy", "completeness", "relevance",
+                  "answer_chars", "sent_context_chars", "ragas_faithfulness", "ragas_answer_relevancy",
+                  "ragas_context_precision", "ragas_context_recall")
+
+
+def rows(results: dict, samples: list[dict]) -> list[dict]:
+    out = []
+    for s in samples:
+        answer = s.get("answer") or {}
+        judgement = s.get("judgement") or {}
+        row = {
+            "experiment": results["name"],
+            "run_id": results["run_id"],
+            "id": s["id"],
+            "category": s["category"],
+            "question": s["question"],
+            "keywords": "; ".join(s.get("keywords") or []),
+            "keywords_missed": "; ".join(k for k, rank in (s.get("keyword_ranks") or {}).items() if not rank),
+            "retrieved_sources": "; ".join(c["source"] for c in s.get("retrieved") or []),
+            "retrieved_ids": "; ".join(c["id"] for c in s.get("retrieved") or []),
+        }
+        for m in METRIC_COLUMNS:
+            if m in results["metrics"]["overall"]:
+                row[m] = s["metrics"].get(m)
+        if s.get("answer") is not None:
+            row.update(answer=answer.get("text"), answer_status=answer.get("status", "ok"),
+                       answer_refused=answer.get("refused"))
+        if s.get("judgement") is not None:
+            row.update(judge_status=judgement.get("status"), judge_feedback=judgement.get("feedback"))
+        out.append(row)
+    return out
+
+
+def frame(runs: list[tuple[dict, list[dict]]]):
+    import pandas as pd
+
+    df = pd.DataFrame([row for results, samples in runs for row in rows(results, samples)])
+    for m in METRIC_COLUMNS:
+        if m in df.columns:
+            df[m] = pd.to_numeric(df[m], errors="coerce")
+    return df
+
+
+def write_exports(runs: list[tuple[dict, list[dict]]], folder: Path) -> list[Path]:
+    """Write ``questions.csv`` and ``questions.parquet`` into ``folder``, each atomically."""
+    df = frame(runs)
+    written = []
+    for name, write in (("questions.csv", lambda p: df.to_csv(p, index=False)),
+                        ("questions.parquet", lambda p: df.to_parquet(p, index=False))):
+        final = folder / name
+        tmp = folder / f".{name}.tmp-{os.getpid()}"
+        try:
+            write(tmp)
+            os.replace(tmp, final)
+        finally:
+            tmp.unlink(missing_ok=True)
+        written.append(final)
+    return written

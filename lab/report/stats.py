@@ -1,0 +1,112 @@
+"""Statistics that say what is real: bootstrap intervals and paired tests on per-question values.
+
+Every function is seeded, so a report rendered twice from the same files shows the same numbers.
+
+- :func:`bootstrap_ci`: percentile bootstrap 95% interval of a mean.
+- :func:`paired`: for two runs over the same questions, the mean per-question delta, its
+  bootstrap interval, a paired permutation test (random sign flips of the deltas; exact
+  enumeration up to 16 non-zero deltas) and a two-sided sign test (exact binomial).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+LEVEL = 0.95
+N_BOOT = 2000
+N_PERM = 10000
+EXACT_UP_TO = 16
+SEED = 13
+
+
+def bootstrap_ci(values: Sequence[float], level: float = LEVEL, n_boot: int = N_BOOT,
+                 seed: int = SEED) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of the mean of ``values`` (None when there are none)."""
+    x = np.asarray([v for v in values if v is not None], dtype=float)
+    if x.size == 0:
+        return None
+    if x.size == 1 or np.all(x == x[0]):
+        return float(x[0]), float(x[0])
+    rng = np.random.default_rng(seed)
+    means = x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(axis=1)
+    tail = 100 * (1 - level) / 2
+    lo, hi = np.percentile(means, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def permutation_p(deltas: Sequence[float], n_perm: int = N_PERM, seed: int = SEED) -> float:
+    """Two-sided p-value of a paired permutation test: under "no difference" each delta's sign
+    is a coin flip, so count sign assignments whose |sum| reaches the observed |sum|."""
+    d = np.asarray([x for x in deltas if x != 0], dtype=float)
+    if d.size == 0:
+        return 1.0
+    observed = abs(d.sum())
+    tol = 1e-9 * max(1.0, observed)
+    if d.size <= EXACT_UP_TO:
+        grid = np.array(np.meshgrid(*[[-1.0, 1.0]] * d.size)).reshape(d.size, -1).T
+        sums = np.abs(grid @ d)
+        return float(np.mean(sums >= observed - tol))
+    rng = np.random.default_rng(seed)
+    signs = rng.choice([-1.0, 1.0], size=(n_perm, d.size))
+    hits = int(np.sum(np.abs(signs @ d) >= observed - tol))
+    return (hits + 1) / (n_perm + 1)
+
+
+def sign_test_p(wins: int, losses: int) -> float:
+    """Two-sided exact sign test (ties dropped): P(a split at least this uneven | p = 1/2)."""
+    n = wins + losses
+    if n == 0:
+        return 1.0
+    k = min(wins, losses)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+@dataclass
+class Paired:
+    n: int
+    mean_a: float | None
+    mean_b: float | None
+    delta: float | None
+    ci: tuple[float, float] | None
+    p_permutation: float | None
+    wins: int
+    losses: int
+    ties: int
+    p_sign: float | None
+
+    def significant(self, alpha: float = 0.05) -> bool:
+        """The interval excludes 0 and the permutation test agrees."""
+        return (self.ci is not None and self.p_permutation is not None and self.p_permutation < alpha
+                and (self.ci[0] > 0 or self.ci[1] < 0))
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "significant": self.significant()}
+
+
+def paired(a: Mapping[str, float | None], b: Mapping[str, float | None]) -> Paired:
+    """Compare per-question values of run A and run B on the questions both have a value for;
+    deltas are B - A, so a positive delta means B scored higher."""
+    ids = [q for q in a if q in b and a[q] is not None and b[q] is not None]
+    if not ids:
+        return Paired(0, None, None, None, None, None, 0, 0, 0, None)
+    xa = np.asarray([a[q] for q in ids], dtype=float)
+    xb = np.asarray([b[q] for q in ids], dtype=float)
+    d = xb - xa
+    wins, losses = int(np.sum(d > 0)), int(np.sum(d < 0))
+    return Paired(
+        n=len(ids),
+        mean_a=float(xa.mean()),
+        mean_b=float(xb.mean()),
+        delta=float(d.mean()),
+        ci=bootstrap_ci(d),
+        p_permutation=permutation_p(d),
+        wins=wins,
+        losses=losses,
+        ties=len(ids) - wins - losses,
+        p_sign=sign_test_p(wins, losses),
+    )

@@ -1,0 +1,44 @@
+"""The terminal views: a run's summary (``lab run``, ``lab show``), from its files alone."""
+
+from __future__ import annotations
+
+from lab.report.html import bootstrap_ci, fmt, values
+
+COLUMNS = ("mrr", "ndcg", "coverage", "context_chars", "accuracy", "completeness", "relevance")
+
+
+def summary_lines(results: dict, samples: list[dict], intervals: bool = True) -> list[str]:
+    """Overall and per-category means; with ``intervals``, the 95% bootstrap interval of each
+    overall mean on the line below it."""
+    m = results["metrics"]
+    cols = [c for c in COLUMNS if c in m["overall"]]
+    out = [f"{results['name']} run {results['run_id']} ({results['sample']['n_questions']} questions"
+           f"{' of ' + str(results['sample']['n_total']) + ', a sample' if results['sample']['is_sample'] else ''}; "
+           f"index {'reused' if results['index']['reused'] else 'built'}, {results['index']['texts_embedded']} "
+           "texts embedded)"]
+    out.append(f"{'category':<14}{'n':>5}" + "".join(f"{c:>17}" for c in cols))
+    out.append(f"{'overall':<14}{results['sample']['n_questions']:>5}"
+               + "".join(f"{fmt(c, m['overall'][c]['mean']):>17}" for c in cols))
+    if intervals and samples:
+        cells = []
+        for c in cols:
+            ci = bootstrap_ci(values(samples, c))
+            cells.append("-" if ci is None else f"[{fmt(c, ci[0])}, {fmt(c, ci[1])}]")
+        out.append(f"{'  95% CI':<19}" + "".join(f"{x:>17}" for x in cells))
+    for cat, row in m["by_category"].items():
+        out.append(f"{cat:<14}{row['n']:>5}" + "".join(f"{fmt(c, row[c]['mean']):>17}" for c in cols))
+    judge, calib = results.get("judge"), results.get("calibration")
+    if judge and judge["n_failed"]:
+        out.append(f"judge: {judge['n_failed']} failed judgements, left out of the means "
+                   f"({', '.join(judge['failed_ids'])})")
+    if calib and calib.get("n_pairs"):
+        c = calib["mean"]
+        out.append(f"judge calibration: reference-as-answer {c['reference_mean']:.2f}, another question's "
+                   f"reference {c['mismatched_mean']:.2f}, separated in {100 * c['separated']:.0f}% of "
+                   f"{calib['n_pairs']} questions")
+    for role, u in (results.get("llm_usage") or {}).items():
+        cost = f", ${u['cost_usd']:.4f}" if u.get("cost_usd") else ""
+        out.append(f"{role} LLM: {u['calls']} calls, {u['cached']} from cache, {u['prompt_tokens']} prompt + "
+                   f"{u['completion_tokens']} output tokens, {u['seconds']:.1f} s{cost}")
+    out.append(f"time: {results['timings'].get('total_s', 0):.1f} s")
+    return out

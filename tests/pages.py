@@ -1,0 +1,102 @@
+"""Headless Chromium for the report pages: the browser tests use it, and so does
+``make screenshots`` (``python tests/pages.py --run turn13 --compare turn13 turn18 turn22-offline``),
+which writes the PNGs under ``docs/`` that the README shows.
+
+Debian's chromium (``make browser`` installs it), driven by Playwright; Playwright downloads
+nothing. The flags keep Chromium off the network (this machine has none to offer).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+CHROMIUM = os.environ.get("LAB_CHROMIUM", "/usr/bin/chromium")
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+
+
+@contextmanager
+def browser():
+    if not Path(CHROMIUM).is_file():
+        raise RuntimeError(f"{CHROMIUM} not found: `make browser` installs Debian's chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+class Page:
+    """A page with every console error and uncaught exception collected."""
+
+    def __init__(self, b, path: Path, width: int = 1400, height: int = 1000):
+        self.page = b.new_page(viewport={"width": width, "height": height})
+        self.errors: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(f"console {m.type}: {m.text}")
+                     if m.type in ("error", "warning") else None)
+        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        self.dialogs: list[str] = []
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        self.requests: list[str] = []
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.goto(path.resolve().as_uri())
+
+    def __getattr__(self, name):
+        return getattr(self.page, name)
+
+
+def shoot(page: Page, out: Path, selector: str | None = None, height: int = 1800) -> Path:
+    """A PNG of the page's top ``height`` pixels, or of one element."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if selector:
+        page.locator(selector).first.screenshot(path=str(out))
+    else:
+        width = page.viewport_size["width"]
+        full = page.evaluate("document.documentElement.scrollHeight")
+        page.screenshot(path=str(out), clip={"x": 0, "y": 0, "width": width, "height": min(height, full)},
+                        full_page=True)
+    return out
+
+
+def screenshots(run_dir: Path, compare_html: Path, out: Path, b=None) -> list[Path]:
+    """The README's pictures: a run report (top, and one question opened) and a comparison
+    (top, and the paired statistics). Uses browser ``b``, or starts one."""
+    if b is None:
+        with browser() as b:
+            return screenshots(run_dir, compare_html, out, b)
+    page = Page(b, run_dir / "report.html")
+    shots = [shoot(page, out / "report.png")]
+    page.locator("#questions tr.qrow").nth(1).click()
+    shots.append(shoot(page, out / "report-question.png", selector="#questions tr.qdetail:not([hidden])"))
+    page = Page(b, compare_html)
+    shots.append(shoot(page, out / "compare.png"))
+    shots.append(shoot(page, out / "compare-paired.png", selector="div.pair table.stats"))
+    return shots
+
+
+def main(argv: list[str] | None = None) -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from lab.report.compare import default_folder, load_runs, render_compare, resolve_run
+
+    ap = argparse.ArgumentParser(description="PNG screenshots of a run report and a comparison, for docs/")
+    ap.add_argument("--run", required=True, help="experiment NAME or run folder for the run report")
+    ap.add_argument("--compare", nargs="+", required=True, help="runs to compare (NAMEs or folders)")
+    ap.add_argument("--reports", type=Path, default=Path("reports"))
+    ap.add_argument("--out", type=Path, default=Path("docs"))
+    args = ap.parse_args(argv)
+    runs = load_runs(args.compare, args.reports)
+    compare_html = render_compare(runs, default_folder(runs, args.reports))
+    for path in screenshots(resolve_run(args.run, args.reports), compare_html, args.out):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""Hand-made run folders for the report tests: per-question numbers chosen so that every mean,
+delta and p-value the pages show can be worked out by hand (see the tests for the sums).
+
+Run A and run B share 15 questions: 12 direct_fact, 3 temporal (a small category). B improves
+MRR on 7 questions by 0.5 or 0.25 and worsens none. One chunk, one question and one answer
+carry HTML and a script, which every page must show as text.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from lab.judge import calibration_summary
+from lab.metrics.aggregate import by_category, mean_table
+
+SCRIPT_CHUNK = ('Claims desk <b>bold</b> <script>window.__pwned = 1; document.title = "pwned"</script> '
+                '& "quoted" <img src=x onerror="window.__pwned = 2">')
+HTML_QUESTION = 'Is <img src=x onerror="window.__pwned = 3"> escaped?'
+
+CATEGORIES = ["direct_fact"] * 12 + ["temporal"] * 3
+MRR_A = [0.5, 1, 0.5, 0.5, 0, 1, 1, 0.5, 0.25, 1, 0, 1, 1, 0.5, 0]
+MRR_B = [1, 1, 1, 1, 0.5, 1, 1, 1, 0.5, 1, 0.5, 1, 1, 1, 0]
+#: Judge accuracy per question; None = a failed judgement (q05 in A).
+ACC_A = [4, 4, 3, 3, None, 5, 4, 3, 2, 5, 1, 4, 4, 3, 1]
+ACC_B = [4, 4, 4, 4, 2, 5, 4, 4, 3, 5, 2, 4, 4, 4, 1]
+
+
+def _judgement(acc):
+    if acc is None:
+        return {"status": "failed", "accuracy": None, "completeness": None, "relevance": None,
+                "error": "judge output is not valid JSON", "raw": "{not json <b>", "attempts": 3}
+    return {"status": "ok", "accuracy": acc, "completeness": acc, "relevance": acc,
+            "feedback": f"scored {acc}", "attempts": 1, "cached": False, "prompt_tokens": 300,
+            "completion_tokens": 50, "prompt_version": "judge-v1"}
+
+
+def _sample(i: int, mrr: float, acc, tag: str) -> dict:
+    qid = f"q{i + 1:02d}"
+    question = HTML_QUESTION if i == 0 else f"What does policy {i + 1} cover?"
+    text = SCRIPT_CHUNK if i == 0 else f"Policy {i + 1} covers item {i + 1}. Run {tag}."
+    chunk = {"rank": 1, "id": f"doc{i + 1}.md#0", "source": f"doc{i + 1}.md", "doc_type": "docs", "score": 0.5,
+             "first_stage_rank": 1, "first_stage_score": 0.5, "start_char_idx": 0, "end_char_idx": len(text),
+             "text": text}
+    answer_text = "<script>window.__pwned = 4</script> An answer [1]" if i == 0 else f"Item {i + 1} [1]"
+    judgement = _judgement(acc)
+    return {
+        "id": qid,
+        "question": question,
+        "category": CATEGORIES[i],
+        "keywords": ["policy", f"item {i + 1}"],
+        "reference_answer": f"Policy {i + 1} covers item {i + 1}.",
+        "keyword_ranks": {"policy": 1, f"item {i + 1}": 1 if mrr == 1 else None},
+        "metrics": {"mrr": mrr, "ndcg": mrr, "coverage": 1.0 if mrr else 0.5, "context_chars": len(text),
+                    "answer_chars": len(answer_text), "sent_context_chars": len(text),
+                    "accuracy": judgement["accuracy"], "completeness": judgement["completeness"],
+                    "relevance": judgement["relevance"], "judge_failed": int(acc is None)},
+        "retrieved": [chunk],
+        "first_stage": None,
+        "timings": {"retrieve_s": 0.001, "rerank_s": None, "generate_s": 1.5},
+        "context": {"builder": "top_n", "chars": len(text), "n_passages": 1, "n_candidates": 1,
+                    "passages": [], "text": f"[1] (source: doc{i + 1}.md)\n{text}"},
+        "answer": {"status": "ok", "prompt_version": "answer-grounded-v1", "prompt_sha256": "abc", "text": answer_text,
+                   "citations": [1], "cited_sources": [f"doc{i + 1}.md"], "refused": False, "prompt_tokens": 100,
+                   "completion_tokens": 10, "seconds": 1.5, "finish_reason": "stop", "cached": False},
+        "judgement": judgement,
+        "calibration": {"reference": _judgement(5), "mismatched": _judgement(1), "mismatched_id": "q02"},
+    }
+
+
+def results_for(name: str, run_id: str, samples: list[dict], thresholds: dict | None = None,
+                eval_sha: str = "e" * 64) -> dict:
+    metric_names = ["mrr", "ndcg", "coverage", "context_chars", "answer_chars", "sent_context_chars",
+                    "accuracy", "completeness", "relevance"]
+    rows = [{"category": s["category"], **s["metrics"]} for s in samples]
+    per_cat = by_category(rows, metric_names, ["direct_fact", "temporal"])
+    for cat, row in per_cat.items():
+        row["judge_failed"] = sum(s["metrics"]["judge_failed"] for s in samples if s["category"] == cat)
+    failed = [s["id"] for s in samples if s["judgement"]["status"] == "failed"]
+    judge = {"backend": "llama_cpp", "model": "qwen2.5-coder-1.5b-instruct", "fingerprint": "f", "temperature": 0.0,
+             "max_tokens": 160, "prompt_version": "judge-v1", "prompt_sha256": "j", "calibration": True,
+             "max_attempts": 3}
+    return {
+        "schema_version": 1, "name": name, "run_id": run_id, "created_at": "2026-11-22T10:00:00Z",
+        "description": f"{name} <fixture>",
+        "config": {"name": name, "report": {"thresholds": thresholds or {}}},
+        "config_fingerprint": name * 2,
+        "sample": {"is_sample": False, "n_questions": len(samples), "n_total": len(samples), "limit": None, "seed": 13},
+        "data": {"knowledge_base": "/kb/knowledge-base", "corpus_sha256": "c" * 64, "n_documents": 15, "n_chars": 900,
+                 "skipped_files": [], "eval_set": "/kb/eval.jsonl", "eval_sha256": eval_sha,
+                 "categories": ["direct_fact", "temporal"]},
+        "index": {"key": "k" * 20, "path": "/idx", "reused": True, "n_chunks": 15, "chunk_chars_mean": 60,
+                  "texts_embedded": 0},
+        "models": {"embedding": {"name": "sentence-transformers/all-MiniLM-L6-v2", "location": "/m", "source": "package",
+                                 "fingerprint": "e"},
+                   "reranker": None,
+                   "generation": {"backend": "llama_cpp", "model": "qwen2.5-coder-1.5b-instruct", "temperature": 0.0,
+                                  "max_tokens": 256, "prompt_version": "answer-grounded-v1", "prompt_sha256": "abc",
+                                  "context_builder": {"name": "top_n"}},
+                   "judge": judge},
+        "metrics": {"k": 10, "overall": mean_table(rows, metric_names), "by_category": per_cat},
+        "answers": {"n": len(samples), "failed": 0, "failed_ids": [], "refused": 0, "no_context": 0,
+                    "with_citation": len(samples), "cut_at_max_tokens": 0},
+        "judge": {"n_judged": len(samples) - len(failed), "n_failed": len(failed), "failed_ids": failed},
+        "calibration": calibration_summary(samples),
+        "counters": {"embeddings_computed": 0},
+        "llm_usage": {"generation": {"calls": 15, "cached": 0, "failed": 0, "prompt_tokens": 1500,
+                                     "completion_tokens": 150, "seconds": 22.5, "cost_usd": 0.0}},
+        "cost_usd": 0.0,
+        "timings": {"retrieve_s": 0.02, "generate_s": 22.5, "judge_s": 30.0, "total_s": 55.0},
+        "environment": {"lab": "0.1.0", "python": "3.11.7", "platform": "linux", "cpu_count": 2,
+                        "packages": {"lancedb": "0.40.0"}, "git_commit": "0" * 40, "git_dirty": False},
+    }
+
+
+def write_run(root: Path, name: str, run_id: str, mrr: list, acc: list, tag: str, **kw) -> Path:
+    samples = [_sample(i, m, a, tag) for i, (m, a) in enumerate(zip(mrr, acc))]
+    folder = root / name / run_id
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps(results_for(name, run_id, samples, **kw)), encoding="utf-8")
+    with open(folder / "samples.jsonl", "w", encoding="utf-8") as fh:
+        for s in samples:
+            fh.write(json.dumps(s) + "\n")
+    (root / name / "LATEST").write_text(run_id + "\n")
+    return folder
+
+
+def write_pair(root: Path, **kw) -> tuple[Path, Path]:
+    """Runs ``base`` (A) and ``better`` (B) under ``root`` (a reports folder)."""
+    a = write_run(root, "base", "20261122-100000", MRR_A, ACC_A, "A", **kw)
+    b = write_run(root, "better", "20261122-110000", MRR_B, ACC_B, "B")
+    return a, b

@@ -1,0 +1,152 @@
+"""Reports are pure functions of the results files: numbers, rows and escaping, checked on
+hand-made runs (tests/report_fixtures.py gives the per-question values behind each figure)."""
+
+import csv
+import json
+import re
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from lab.cli import main
+from lab.report.compare import compare_view, default_folder, load_runs, render_compare
+from lab.report.html import render_run
+from report_fixtures import write_pair, write_run, MRR_A, ACC_A
+
+
+@pytest.fixture
+def pair(tmp_path):
+    root = tmp_path / "reports"
+    a, b = write_pair(root)
+    return root, a, b
+
+
+def test_run_report_shows_means_intervals_and_every_question(pair):
+    root, a, _ = pair
+    html = render_run(a).read_text()
+    # MRR: (7.25 + 1.5) / 15; accuracy over the 14 judged questions: 46 / 14
+    assert re.search(r'data-metric="mrr".*?<div class="v">0\.5833</div>\s*<div class="ci">95% CI 0\.\d{4} – 0\.\d{4}',
+                     html, re.S)
+    assert '<div class="v">3.29</div>' in html and "n = 14" in html
+    assert html.count('class="qrow"') == 15 and html.count('class="qdetail"') == 15
+    assert "⚠ small (n=3)" in html and "⚠ small (n=12)" not in html
+    assert "1 failed judgement</b>" in html and "q05" in html
+    assert html.count('<svg role="img"') == 4  # MRR, nDCG, accuracy, completeness by category
+
+
+def test_run_report_escapes_every_text(pair):
+    _, a, _ = pair
+    html = render_run(a).read_text()
+    assert "<script>window.__pwned" not in html and "<img src=x" not in html
+    assert "&lt;script&gt;window.__pwned = 1; document.title = &#34;pwned&#34;&lt;/script&gt;" in html
+    assert "&lt;img src=x onerror=&#34;window.__pwned = 3&#34;&gt; escaped?" in html
+    assert "&lt;script&gt;window.__pwned = 4&lt;/script&gt; An answer" in html
+    assert "{{" not in html and "{%" not in html
+    assert html.count("<script>") == 1  # the page's own table script, nothing else
+
+
+def test_thresholds_come_from_the_config(tmp_path):
+    default = render_run(write_run(tmp_path / "r", "a", "1", MRR_A, ACC_A, "A")).read_text()
+    lenient = render_run(write_run(tmp_path / "r", "b", "1", MRR_A, ACC_A, "A",
+                                   thresholds={"mrr": [0.55, 0.5]})).read_text()
+    assert '<div class="card bad" data-metric="mrr">' in default  # 0.5833 < 0.75
+    assert '<div class="card good" data-metric="mrr">' in lenient  # 0.5833 >= 0.55
+    assert "MRR 0.55/0.5" in lenient
+
+
+def test_rendering_twice_gives_the_same_bytes(pair):
+    _, a, _ = pair
+    first = render_run(a).read_bytes()
+    assert render_run(a).read_bytes() == first
+
+
+def test_exports_hold_one_row_per_question(pair):
+    _, a, _ = pair
+    render_run(a)
+    with open(a / "questions.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 15 and rows[0]["id"] == "q01" and float(rows[2]["mrr"]) == 0.5
+    df = pd.read_parquet(a / "questions.parquet")
+    assert list(df["id"]) == [f"q{i:02d}" for i in range(1, 16)]
+    assert df["mrr"].mean() == pytest.approx(8.75 / 15)
+    assert df["accuracy"].isna().sum() == 1 and df.loc[4, "judge_status"] == "failed"
+    assert not list(a.glob(".*tmp*"))
+
+
+def test_compare_view_story_paired_and_movers(pair):
+    root, _, _ = pair
+    v = compare_view(load_runs(["base", "better"], root))
+    mrr = next(r for r in v["story"] if r["metric"] == "mrr")
+    assert [c["mean"] for c in mrr["cells"]] == [pytest.approx(8.75 / 15), pytest.approx(12.5 / 15)]
+    assert mrr["cells"][1]["delta"] == pytest.approx(3.75 / 15) and mrr["cells"][1]["dir"] == "up"
+    (p,) = v["pairs"]
+    rows = {r["metric"]: r for r in p["rows"]}
+    s = rows["mrr"]["overall"]
+    # 8 questions gain (seven by 0.5, one by 0.25), none loses: both tests give 2 / 2**8
+    assert (s["n"], s["wins"], s["losses"], s["ties"]) == (15, 8, 0, 7)
+    assert s["p_permutation"] == s["p_sign"] == 2 / 256
+    assert s["ci"][0] > 0 and s["significant"] and s["verdict"] == "better better"
+    acc = rows["accuracy"]["overall"]
+    assert acc["n"] == 14 and acc["delta"] == pytest.approx(6 / 14) and acc["p_permutation"] == 2 / 64
+    temporal = next(c for c in rows["mrr"]["categories"] if c["category"] == "temporal")
+    assert temporal["n"] == 3 and temporal["delta"] == pytest.approx(0.5 / 3) and not temporal["significant"]
+    movers = {m["metric"]: m for m in p["movers"]}
+    assert [m["id"] for m in movers["mrr"]["gained"]] == ["q01", "q03", "q04", "q05", "q08"]
+    assert movers["mrr"]["lost"] == [] and (movers["mrr"]["n_up"], movers["mrr"]["n_same"]) == (8, 7)
+    assert v["warnings"] == []
+    cat = next(t for t in v["per_category"] if t["metric"] == "mrr")
+    df_row = next(r for r in cat["rows"] if r["category"] == "direct_fact")
+    assert df_row["cells"][1]["delta"] == pytest.approx((10.5 - 7.25) / 12)
+
+
+def test_compare_page_and_exports(pair):
+    root, _, _ = pair
+    runs = load_runs(["base", "better"], root)
+    out = render_compare(runs, default_folder(runs, root))
+    assert out == root / "_compare" / "base--better" / "compare.html"
+    html = out.read_text()
+    assert "0.5833" in html and "0.8333" in html and "▲ +0.2500" in html
+    assert "8 / 0 / 7" in html and "0.0078" in html
+    assert "<script>window.__pwned" not in html and "&lt;script&gt;window.__pwned = 1" in html
+    df = pd.read_parquet(out.parent / "questions.parquet")
+    assert len(df) == 30 and set(df["experiment"]) == {"base", "better"}
+    assert df.pivot(index="id", columns="experiment", values="mrr").loc["q03"].tolist() == [0.5, 1.0]
+
+
+def test_compare_warns_about_another_eval_set(tmp_path):
+    root = tmp_path / "reports"
+    write_run(root, "a", "1", MRR_A, ACC_A, "A")
+    write_run(root, "b", "1", MRR_A, ACC_A, "A", eval_sha="f" * 64)
+    v = compare_view(load_runs(["a", "b"], root))
+    assert v["warnings"] and v["warnings"][0].startswith("different eval sets")
+    html = render_compare(load_runs(["a", "b"], root), tmp_path / "out").read_text()
+    assert "Not comparable:</b> different eval sets" in html
+
+
+def test_cli_show_and_compare(pair, capsys):
+    root, _, _ = pair
+    assert main(["show", "base", "--reports", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^overall\s+15\s+0\.5833\s+0\.5833\s+90\.0%", out, re.M)
+    assert re.search(r"^\s+95% CI\s+\[0\.\d{4}, 0\.\d{4}\]", out, re.M)
+    assert main(["compare", "base", "better", "--reports", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "base -> better mrr: delta +0.2500" in out and "p(perm)=0.0078, 8/0/7 w/l/t" in out
+    assert f"comparison: {root / '_compare' / 'base--better' / 'compare.html'}" in out
+    assert main(["show", "nope", "--reports", str(root)]) == 2
+
+
+def test_reports_load_no_model(pair):
+    """Re-rendering and comparing read files only: no model library is even imported."""
+    root, a, _ = pair
+    code = ("import sys; from lab.cli import main; "
+            f"assert main(['report', {str(a)!r}]) == 0; "
+            f"assert main(['compare', 'base', 'better', '--reports', {str(root)!r}]) == 0; "
+            f"assert main(['show', 'better', '--reports', {str(root)!r}]) == 0; "
+            "heavy = [m for m in ('torch', 'llama_cpp', 'lancedb', 'sentence_transformers', 'llama_index.core') "
+            "if m in sys.modules]; print('HEAVY', heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "HEAVY []" in out.stdout
