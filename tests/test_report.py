@@ -150,3 +150,23 @@ def test_reports_load_no_model(pair):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "HEAVY []" in out.stdout
+
+
+def test_one_name_run_twice_is_labelled_by_run_and_warned(tmp_path):
+    import json as _json
+
+    root = tmp_path / "reports"
+    write_run(root, "a", "20261122-100000", MRR_A, ACC_A, "A")
+    second = write_run(root, "a", "20261122-120000", MRR_A, ACC_A, "A")
+    results = _json.loads((second / "results.json").read_text())
+    results["config_fingerprint"] = "changed"
+    (second / "results.json").write_text(_json.dumps(results))
+    runs = load_runs([str(root / "a" / "20261122-100000"), "a"], root)
+    assert [r.label for r in runs] == ["a@20261122-100000", "a@20261122-120000"]
+    out = render_compare(runs, default_folder(runs, root))
+    assert out.parent.name == "a@20261122-100000--a@20261122-120000"
+    html = out.read_text()
+    assert "a was run with 2 different resolved configs" in html
+    assert 'href="../../a/20261122-100000/report.html"' in html
+    v = compare_view(runs)
+    assert v["pairs"][0]["rows"][0]["overall"]["verdict"] == "no detectable difference"

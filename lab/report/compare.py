@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -347,6 +348,7 @@ def render_compare(runs: list[Run], folder: Path) -> Path:
 
     folder.mkdir(parents=True, exist_ok=True)
     view = compare_view(runs)
+    view["report_links"] = {r.label: os.path.relpath(r.folder / "report.html", folder) for r in runs}
     env = _environment()
     html = env.get_template("compare.html").render(v=view, pval=pval)
     write_exports([(r.results, r.samples) for r in runs], folder)
