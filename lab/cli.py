@@ -97,6 +97,28 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("run", metavar="RUN", help="an experiment NAME (its latest run) or a run folder")
     show.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
 
+    sw = sub.add_parser(
+        "sweep", help="run an experiment over a grid of dials (index reused), table + chart of the metric",
+        description="Run experiments/NAME.yaml once per point of a grid of config values (--set PATH=V1,V2,...; "
+                    "several --set make a grid), retrieval only unless --answers. Points that change only "
+                    "retrieval dials reuse one index and every cached embedding. Prints a table with the best "
+                    "point marked and writes reports/_sweep/<NAME>-<dials>/sweep.html, sweep.json, sweep.csv.",
+        epilog="example: lab sweep hybrid --set retriever.alpha=0,0.25,0.5,0.75,1",
+    )
+    sw.add_argument("name", metavar="NAME")
+    sw.add_argument("--set", dest="dials", action="append", required=True, metavar="PATH=V1,V2,...",
+                    help="a config path and its values, e.g. retriever.alpha=0,0.5,1 (repeatable)")
+    sw.add_argument("--metric", default="mrr", help="the metric that picks the best point (default: mrr)")
+    sw.add_argument("--answers", action="store_true", help="also answer and judge at every point (slow)")
+    sw.add_argument("--kb", type=Path, help="knowledge-base folder (overrides data.knowledge_base)")
+    sw.add_argument("--eval", type=Path, help="eval set JSONL (overrides data.eval_set)")
+    sw.add_argument("--limit", type=int, help="a stratified sample of N questions")
+    sw.add_argument("--seed", type=int, help="seed of the sample")
+    sw.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
+    sw.add_argument("--cache", type=Path, help="cache folder (default: $LAB_CACHE or ~/.cache/lab)")
+    sw.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _common(sw)
+
     sub.add_parser("models", help="show where each known model resolves on this machine",
                    epilog="example: lab models")
 
@@ -290,6 +312,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from lab.models import cache_dir
+    from lab.runner import RunOptions
+    from lab.sweep import parse_dial, run_sweep, table
+
+    dials = [parse_dial(d) for d in args.dials]
+    if args.cache:
+        os.environ["LAB_CACHE"] = str(args.cache.resolve())
+    opts = RunOptions(project_root=args.experiments.resolve().parent, reports_root=args.reports,
+                      cache_root=cache_dir(), show_progress=not args.no_progress and sys.stderr.isatty())
+    folder = run_sweep(args.name, args.experiments, dials, _overrides(args), opts, args.metric, args.answers)
+    import json
+
+    print("\n".join(table(json.loads((folder / "sweep.json").read_text()))))
+    print(f"sweep: {folder / 'sweep.html'}")
+    return 0
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     from lab.report.compare import resolve_run
 
@@ -299,7 +339,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "ask": cmd_ask, "compare": cmd_compare, "show": cmd_show, "list": cmd_list, "validate": cmd_validate, "report": cmd_report, "models": cmd_models}
+COMMANDS = {"run": cmd_run, "ask": cmd_ask, "compare": cmd_compare, "show": cmd_show, "sweep": cmd_sweep, "list": cmd_list, "validate": cmd_validate, "report": cmd_report, "models": cmd_models}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -110,7 +110,27 @@ class VectorRetriever(Strict):
     top_k: int = Field(4, gt=0)
 
 
-RetrieverConfig = Annotated[Union[VectorRetriever], Field(discriminator="name")]
+class BM25Retriever(Strict):
+    """BM25 through LanceDB's native full-text index over the chunks' text."""
+
+    name: Literal["bm25"]
+    top_k: int = Field(4, gt=0)
+
+
+class HybridRetriever(Strict):
+    """Dense top dense_k + BM25 top sparse_k, fused, top_k kept (see lab.hybrid)."""
+
+    name: Literal["hybrid"]
+    top_k: int = Field(4, gt=0)
+    dense_k: int = Field(20, gt=0, description="Candidates from the dense (vector) side.")
+    sparse_k: int = Field(20, gt=0, description="Candidates from the BM25 side.")
+    fusion: Literal["weighted", "rrf"] = Field(
+        "weighted", description="weighted: alpha * minmax(dense) + (1 - alpha) * minmax(bm25); rrf: reciprocal rank fusion.")
+    alpha: float = Field(0.5, ge=0, le=1, description="Weight of the dense side in weighted fusion.")
+    rrf_k: int = Field(60, gt=0, description="The k of RRF: score = sum of 1 / (rrf_k + rank).")
+
+
+RetrieverConfig = Annotated[Union[VectorRetriever, BM25Retriever, HybridRetriever], Field(discriminator="name")]
 
 
 class _RerankerBase(Strict):

@@ -141,6 +141,42 @@ def _build(corpus: Corpus, cfg: Any, embed_model: Any, key: str, final: Path, sh
     return IndexHandle(key, final, _open(final, embed_model), False, manifest, timings, embedded)
 
 
+#: The full-text index's settings; a change rebuilds it on next use.
+FTS_SETTINGS = {"column": "text", "base_tokenizer": "simple", "language": "English", "lower_case": True,
+                "stem": True, "remove_stop_words": True, "ascii_folding": True, "version": 1}
+
+
+def ensure_fts(handle: IndexHandle, cache_root: Path) -> bool:
+    """Give the table LanceDB's full-text (BM25) index, once: under the index's lock, so two
+    runs build it once; the manifest records it only after LanceDB has committed the index
+    (an interrupted build leaves the manifest without it, and the next run builds it again).
+    Returns True when this call built it."""
+    if handle.manifest.get("fts") == FTS_SETTINGS:
+        return False
+    import warnings
+
+    with _locked(cache_root / "indexes" / f"{handle.key}.lock"):
+        manifest = json.loads((handle.path / MANIFEST).read_text())
+        if manifest.get("fts") != FTS_SETTINGS:
+            s = FTS_SETTINGS
+            with warnings.catch_warnings():  # "deprecated, use create_index": the sync table's
+                warnings.simplefilter("ignore")  # create_index takes vector indexes only
+                handle.index.vector_store.table.create_fts_index(
+                    s["column"], use_tantivy=False, replace=True, base_tokenizer=s["base_tokenizer"],
+                    language=s["language"], lower_case=s["lower_case"], stem=s["stem"],
+                    remove_stop_words=s["remove_stop_words"], ascii_folding=s["ascii_folding"])
+            manifest["fts"] = FTS_SETTINGS
+            tmp = handle.path / f".{MANIFEST}.tmp-{os.getpid()}"
+            tmp.write_text(json.dumps(manifest, indent=2))
+            os.replace(tmp, handle.path / MANIFEST)
+            log.info("built the full-text (BM25) index of %s", handle.key)
+            built = True
+        else:
+            built = False
+    handle.manifest = manifest
+    return built
+
+
 def table_rows(handle: IndexHandle) -> list[dict]:
     """Every chunk's id, source and text (for inspection and tests)."""
     import lancedb

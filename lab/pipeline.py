@@ -99,10 +99,10 @@ class Pipeline:
 def open_pipeline(cfg: ExperimentConfig, plans: ModelPlans, project_root: Path, cache_root: Path,
                   show_progress: bool = True) -> Pipeline:
     from lab.embeddings import VectorCache, build_embedding
-    from lab.index import open_or_build
+    from lab.index import ensure_fts, open_or_build
     from lab.ingest import load_folder
     from lab.rerank import build_reranker
-    from lab.retrieval import build_retriever
+    from lab.retrieval import NEEDS_FTS, build_retriever
 
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -111,6 +111,10 @@ def open_pipeline(cfg: ExperimentConfig, plans: ModelPlans, project_root: Path, 
     embed_model = build_embedding(cfg.embedding, plans.embedding, cache_root)
     handle = open_or_build(corpus, cfg, embed_model, cache_root, show_progress=show_progress)
     timings.update(handle.timings)
+    if cfg.retriever.name in NEEDS_FTS:
+        t1 = time.perf_counter()
+        ensure_fts(handle, cache_root)
+        timings["fts_s"] = time.perf_counter() - t1
     retriever = build_retriever(cfg.retriever, handle.index, embed_model)
     reranker = None
     if plans.reranker is not None:

@@ -81,5 +81,24 @@ def _vector(cfg: Any, index: Any, embed_model: Any) -> VectorRetriever:
     return VectorRetriever(index=index, similarity_top_k=cfg.top_k, embed_model=embed_model)
 
 
-def build_retriever(cfg: Any, index: Any, embed_model: Any) -> VectorRetriever:
+@RETRIEVERS.register("bm25")
+def _bm25(cfg: Any, index: Any, embed_model: Any) -> Any:
+    from lab.hybrid import BM25Retriever
+
+    return BM25Retriever(index.vector_store.table, cfg.top_k)
+
+
+@RETRIEVERS.register("hybrid")
+def _hybrid(cfg: Any, index: Any, embed_model: Any) -> Any:
+    from lab.hybrid import BM25Retriever, HybridRetriever
+
+    dense = VectorRetriever(index=index, similarity_top_k=cfg.dense_k, embed_model=embed_model)
+    return HybridRetriever(dense, BM25Retriever(index.vector_store.table, cfg.sparse_k), cfg)
+
+
+#: Retrievers that read LanceDB's full-text index (built on first use, see lab.index.ensure_fts).
+NEEDS_FTS = {"bm25", "hybrid"}
+
+
+def build_retriever(cfg: Any, index: Any, embed_model: Any) -> Any:
     return RETRIEVERS.get(cfg.name, where="retriever.name")(cfg, index, embed_model)

@@ -1,0 +1,131 @@
+"""Sparse and hybrid retrieval over the same LanceDB table as the dense retriever.
+
+BM25 is LanceDB's native full-text search (an inverted index stored in the table's folder,
+built offline in well under a second for our corpora; tokenizer: lower-case, English stemming,
+stop words removed). It needs no extra package and no second copy of the chunks, and the
+dense and sparse sides score exactly the same rows.
+
+Fusion of a dense and a sparse list, per question:
+
+- ``weighted``: each side's scores min-max normalised to [0, 1] over its own list, then
+  ``final = alpha * dense + (1 - alpha) * sparse``; a chunk missing from one list gets 0 there.
+- ``rrf``: reciprocal rank fusion, ``final = sum over lists of 1 / (rrf_k + rank)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.utils import metadata_dict_to_node
+
+
+def minmax(scores: Sequence[float]) -> list[float]:
+    """Scale to [0, 1]; a list of equal scores maps to 1.0 each (all equally good)."""
+    if not scores:
+        return []
+    lo, hi = min(scores), max(scores)
+    if hi == lo:
+        return [1.0] * len(scores)
+    return [(s - lo) / (hi - lo) for s in scores]
+
+
+def weighted_fusion(dense: Sequence[tuple[str, float]], sparse: Sequence[tuple[str, float]],
+                    alpha: float) -> list[tuple[str, float, float, float]]:
+    """(id, fused, dense_norm, sparse_norm), best first.
+
+    Min-max puts each list's weakest hit at 0, level with chunks the list did not return; such
+    ties go to the chunk that the lists weighted by alpha returned (so alpha 0 orders exactly
+    as BM25 and alpha 1 exactly as the dense side), then by id.
+    """
+    d = dict(zip([i for i, _ in dense], minmax([s for _, s in dense])))
+    s = dict(zip([i for i, _ in sparse], minmax([x for _, x in sparse])))
+    ids = list(dict.fromkeys([i for i, _ in dense] + [i for i, _ in sparse]))
+    fused = [(i, alpha * d.get(i, 0.0) + (1 - alpha) * s.get(i, 0.0), d.get(i, 0.0), s.get(i, 0.0)) for i in ids]
+
+    def key(t: tuple) -> tuple:
+        present = alpha * (t[0] in d) + (1 - alpha) * (t[0] in s)
+        return (-t[1], -present, t[0])
+
+    return sorted(fused, key=key)
+
+
+def rrf_fusion(lists: Sequence[Sequence[str]], rrf_k: int = 60) -> list[tuple[str, float]]:
+    """(id, sum of 1 / (rrf_k + rank)) over the ranked lists, best first (ranks from 1)."""
+    score: dict[str, float] = {}
+    for ranked in lists:
+        for rank, i in enumerate(ranked, start=1):
+            score[i] = score.get(i, 0.0) + 1.0 / (rrf_k + rank)
+    return sorted(score.items(), key=lambda t: (-t[1], t[0]))
+
+
+class BM25Retriever(BaseRetriever):
+    """BM25 over the chunks' text through LanceDB's full-text index."""
+
+    def __init__(self, table: Any, top_k: int, **kwargs: Any) -> None:
+        self._table = table
+        self._top_k = top_k
+        super().__init__(**kwargs)
+
+    def search(self, query: str, k: int) -> list[NodeWithScore]:
+        q = _fts_query(query)
+        if not q:
+            return []
+        rows = (self._table.search(q, query_type="fts").limit(k).select(["id", "metadata", "_score"])
+                .to_arrow().to_pylist())
+        return [NodeWithScore(node=metadata_dict_to_node(r["metadata"]), score=float(r["_score"])) for r in rows]
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self.search(query_bundle.query_str, self._top_k)
+
+    def retrieve_many(self, bundles: Sequence[QueryBundle]) -> list[list[NodeWithScore]]:
+        return [self._retrieve(b) for b in bundles]
+
+
+def _fts_query(text: str) -> str:
+    """The question as plain terms: the query parser would read ``?``, ``:`` or quotes as syntax."""
+    return " ".join("".join(ch if ch.isalnum() else " " for ch in text).split())
+
+
+class HybridRetriever(BaseRetriever):
+    """Dense top ``dense_k`` and BM25 top ``sparse_k``, fused (weighted or RRF), top ``top_k`` kept.
+
+    Each returned node carries ``dense_score`` and ``sparse_score`` (normalised, for weighted
+    fusion; ranks' reciprocal contributions for RRF) in ``node.metadata["lab_scores"]``.
+    """
+
+    def __init__(self, dense: Any, sparse: BM25Retriever, cfg: Any, **kwargs: Any) -> None:
+        self._dense, self._sparse, self._cfg = dense, sparse, cfg
+        super().__init__(**kwargs)
+
+    def _fuse(self, dense: list[NodeWithScore], sparse: list[NodeWithScore]) -> list[NodeWithScore]:
+        nodes = {n.node.node_id: n.node for n in sparse}
+        nodes.update({n.node.node_id: n.node for n in dense})
+        cfg = self._cfg
+        if cfg.fusion == "rrf":
+            fused = rrf_fusion([[n.node.node_id for n in dense], [n.node.node_id for n in sparse]], cfg.rrf_k)
+            rows = [(i, s, None, None) for i, s in fused]
+        else:
+            rows = weighted_fusion([(n.node.node_id, n.score) for n in dense],
+                                   [(n.node.node_id, n.score) for n in sparse], cfg.alpha)
+        dense_rank = {n.node.node_id: r for r, n in enumerate(dense, start=1)}
+        sparse_rank = {n.node.node_id: r for r, n in enumerate(sparse, start=1)}
+        out = []
+        for i, score, d, s in rows[: cfg.top_k]:
+            node = nodes[i]
+            node.metadata["lab_scores"] = {"dense": d, "sparse": s, "dense_rank": dense_rank.get(i),
+                                           "sparse_rank": sparse_rank.get(i)}
+            for hidden in (node.excluded_llm_metadata_keys, node.excluded_embed_metadata_keys):
+                if "lab_scores" not in hidden:
+                    hidden.append("lab_scores")
+            out.append(NodeWithScore(node=node, score=float(score)))
+        return out
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self.retrieve_many([query_bundle])[0]
+
+    def retrieve_many(self, bundles: Sequence[QueryBundle]) -> list[list[NodeWithScore]]:
+        dense = self._dense.retrieve_many(bundles)
+        sparse = [self._sparse.search(b.query_str, self._cfg.sparse_k) for b in bundles]
+        return [self._fuse(d, s) for d, s in zip(dense, sparse)]
