@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 RESULTS_SCHEMA = 1
 RETRIEVAL_METRICS = ("mrr", "ndcg", "coverage", "context_chars")
+SPAN_METRICS = ("span_precision", "span_recall", "span_iou")
 PACKAGES = (
     "llama-index-core",
     "llama-index-vector-stores-lancedb",
@@ -81,6 +82,8 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     # --- answer, judge ------------------------------------------------------------------------------
     judge_llm = None
     metric_names = list(RETRIEVAL_METRICS)
+    if any(s.get("references") for s in samples):  # eval rows with golden spans
+        metric_names += SPAN_METRICS
     extra: dict = {}
     if pipe.synthesizer is not None:
         answer_stage(samples, finals, pipe.synthesizer, timer, opts.show_progress)

@@ -24,6 +24,7 @@ def retrieve_stage(cfg: Any, rows: Sequence[Any], pipe: Any, timer: Any, show_pr
     from llama_index.core.schema import QueryBundle
 
     from lab.metrics.retrieval import question_scores
+    from lab.metrics.spans import span_scores
 
     embed_model, reranker = pipe.embed_model, pipe.reranker
     with timer.stage("embed_queries_s"):
@@ -50,6 +51,13 @@ def retrieve_stage(cfg: Any, rows: Sequence[Any], pipe: Any, timer: Any, show_pr
         scores = question_scores(row.keywords, texts, cfg.metrics.k)
         ranks = scores.pop("keyword_ranks")
         scores["context_chars"] = sum(len(t) for t in texts)
+        span_chars = None
+        refs = [(r.source, r.start_index, r.end_index) for r in (row.references or []) if r.source]
+        if refs:
+            spans = span_scores([(n.node.metadata.get("source"), n.node.start_char_idx, n.node.end_char_idx, len(t))
+                                 for n, t in zip(final, texts)], refs)
+            span_chars = spans.pop("span_chars")
+            scores.update(spans)
         finals.append(final)
         samples.append({
             "id": row.id,
@@ -77,6 +85,9 @@ def retrieve_stage(cfg: Any, rows: Sequence[Any], pipe: Any, timer: Any, show_pr
             "first_stage": [{"id": n.node.node_id, "score": _num(n.score)} for n in first] if reranker else None,
             "timings": {"retrieve_s": per_question_retrieve, "rerank_s": (t2 - t1) if reranker else None},
         })
+        if refs:
+            samples[-1]["references"] = [{"source": src, "start": a, "end": b} for src, a, b in refs]
+            samples[-1]["span_chars"] = span_chars
     return samples, finals
 
 

@@ -23,7 +23,7 @@ import yaml
 
 from lab.errors import ConfigError
 
-SHOWN = ("mrr", "ndcg", "coverage", "context_chars", "accuracy", "completeness", "relevance")
+SHOWN = ("mrr", "ndcg", "coverage", "span_iou", "context_chars", "accuracy", "completeness", "relevance")
 
 
 @dataclass

@@ -35,6 +35,20 @@ def test_run_writes_results_samples_and_report(project):
     assert results["metrics"]["by_category"]["direct_fact"]["n"] == 1
     f2 = samples[1]  # "How much does the Ember 90 cost?" -> the Ember 90 page first
     assert f2["retrieved"][0]["source"] == "products/ember90.md" and f2["keyword_ranks"] == {"8,400": 1}
+    # its golden span "costs 8,400 euros." is chars 104-122 of the page; span metrics recomputed
+    # here from the offsets that landed on disk
+    kb_text = (project / "kb" / "products" / "ember90.md").read_text()
+    covered = set()
+    for c in f2["retrieved"]:
+        if c["source"] == "products/ember90.md":
+            assert kb_text[c["start_char_idx"]:c["end_char_idx"]] == c["text"]
+            covered |= set(range(c["start_char_idx"], c["end_char_idx"]))
+    gold = set(range(104, 122))
+    retrieved_chars = len(covered) + sum(len(c["text"]) for c in f2["retrieved"] if c["source"] != "products/ember90.md")
+    assert f2["metrics"]["span_recall"] == pytest.approx(len(covered & gold) / 18) == 1.0
+    assert f2["metrics"]["span_precision"] == pytest.approx(18 / retrieved_chars)
+    assert f2["metrics"]["span_iou"] == pytest.approx(18 / (retrieved_chars + 18 - 18))
+    assert results["metrics"]["overall"]["span_iou"]["n"] == 1 and "span_iou" not in samples[0]["metrics"]
     html = (run / "report.html").read_text()
     assert "How much does the Ember 90 cost?" in html
     assert '&lt;script&gt;alert(&#34;kb&#34;)&lt;/script&gt;' in html and '<script>alert("kb")' not in html

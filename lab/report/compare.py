@@ -18,8 +18,10 @@ from pathlib import Path
 
 from lab.errors import LabError
 
-ORDER = ("mrr", "ndcg", "coverage", "context_chars", "accuracy", "completeness", "relevance")
-HIGHER_IS_BETTER = {"mrr", "ndcg", "coverage", "accuracy", "completeness", "relevance"}
+ORDER = ("mrr", "ndcg", "coverage", "span_precision", "span_recall", "span_iou", "context_chars", "accuracy",
+         "completeness", "relevance")
+HIGHER_IS_BETTER = {"mrr", "ndcg", "coverage", "span_precision", "span_recall", "span_iou", "accuracy",
+                    "completeness", "relevance"}
 
 
 def resolve_run(ref: str, reports_root: Path) -> Path:
@@ -196,7 +198,8 @@ def compare_view(runs: list[Run]) -> dict:
     categories: list[str] = []
     for r in runs:
         categories += [c for c in r.results["metrics"]["by_category"] if c not in categories]
-    cat_metrics = [m for m in ("mrr", "ndcg", "coverage", "accuracy", "completeness", "relevance") if m in present]
+    cat_metrics = [m for m in ("mrr", "ndcg", "coverage", "span_iou", "accuracy", "completeness", "relevance")
+                   if m in present]
     per_category = []
     for m in cat_metrics:
         rows = []

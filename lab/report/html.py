@@ -13,16 +13,18 @@ from pathlib import Path
 
 from lab.report.stats import bootstrap_ci
 
-PERCENT_METRICS = {"mrr", "ndcg", "coverage"}
+PERCENT_METRICS = {"mrr", "ndcg", "coverage", "span_precision", "span_recall", "span_iou"}
 SCORE_METRICS = {"accuracy", "completeness", "relevance"}
 LABELS = {"mrr": "MRR", "ndcg": "nDCG", "coverage": "Coverage", "context_chars": "Context chars",
+          "span_precision": "Span precision", "span_recall": "Span recall", "span_iou": "Span IoU",
           "accuracy": "Accuracy", "completeness": "Completeness", "relevance": "Relevance",
           "answer_chars": "Answer chars", "sent_context_chars": "Context sent (chars)",
           "ragas_faithfulness": "Faithfulness (ragas)", "ragas_answer_relevancy": "Answer relevancy (ragas)",
           "ragas_context_precision": "Context precision (ragas)", "ragas_context_recall": "Context recall (ragas)"}
 #: Higher is better for these; the others (sizes) are shown without a direction.
-HIGHER_IS_BETTER = {"mrr", "ndcg", "coverage", "accuracy", "completeness", "relevance", "ragas_faithfulness",
-                    "ragas_answer_relevancy", "ragas_context_precision", "ragas_context_recall"}
+HIGHER_IS_BETTER = {"mrr", "ndcg", "coverage", "span_precision", "span_recall", "span_iou", "accuracy",
+                    "completeness", "relevance", "ragas_faithfulness", "ragas_answer_relevancy",
+                    "ragas_context_precision", "ragas_context_recall"}
 #: Dashboard thresholds of the InsureLLM exercise: green >= 0.9, amber >= 0.75 for shares of 1;
 #: green >= 4.5, amber >= 4.0 for the judge's 1-5 scores. A config's ``report.thresholds``
 #: overrides them per metric.
@@ -105,7 +107,7 @@ def run_view(results: dict, samples: list[dict]) -> dict:
                      "ci": bootstrap_ci(values(samples, m, cat))} for m in metrics if m in row}
         categories.append({"name": cat, "n": row["n"], "small": row["n"] < SMALL_CATEGORY, "cells": cells,
                            "judge_failed": row.get("judge_failed", 0)})
-    table_metrics = [m for m in ("mrr", "ndcg", "coverage", "accuracy", "completeness", "relevance")
+    table_metrics = [m for m in ("mrr", "ndcg", "coverage", "span_iou", "accuracy", "completeness", "relevance")
                      if m in computed]
     return {
         "metrics": metrics,

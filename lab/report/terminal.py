@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lab.report.html import bootstrap_ci, fmt, values
 
-COLUMNS = ("mrr", "ndcg", "coverage", "context_chars", "accuracy", "completeness", "relevance")
+COLUMNS = ("mrr", "ndcg", "coverage", "span_recall", "span_iou", "context_chars", "accuracy", "completeness", "relevance")
 
 
 def summary_lines(results: dict, samples: list[dict], intervals: bool = True) -> list[str]:
