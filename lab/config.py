@@ -87,8 +87,24 @@ class SemanticChunker(Strict):
     breakpoint_percentile_threshold: int = Field(95, gt=0, le=100)
 
 
+class FixedTokenChunker(Strict):
+    """Windows of a fixed number of tokens (tiktoken, offline) with an overlap in tokens."""
+
+    name: Literal["fixed_token"]
+    chunk_tokens: int = Field(600, gt=0)
+    overlap_tokens: int = Field(90, ge=0, description="Tokens shared by consecutive chunks (90 = 15% of 600).")
+    encoding: Literal["cl100k_base"] = Field("cl100k_base", description="The encoding shipped offline with llama-index-core.")
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> "FixedTokenChunker":
+        if self.overlap_tokens >= self.chunk_tokens:
+            raise ValueError(f"overlap_tokens ({self.overlap_tokens}) must be smaller than chunk_tokens "
+                             f"({self.chunk_tokens})")
+        return self
+
+
 ChunkerConfig = Annotated[
-    Union[RecursiveCharacterChunker, SemanticChunker], Field(discriminator="name")
+    Union[RecursiveCharacterChunker, SemanticChunker, FixedTokenChunker], Field(discriminator="name")
 ]
 
 
@@ -133,6 +149,14 @@ class HybridRetriever(Strict):
 RetrieverConfig = Annotated[Union[VectorRetriever, BM25Retriever, HybridRetriever], Field(discriminator="name")]
 
 
+class AutoActivation(Strict):
+    """Run the reranker only for questions the first stage looks unsure about."""
+
+    min_query_tokens: int = Field(10, ge=0, description="Fire for questions of more words than this.")
+    max_top_score: float = Field(0.35, description="Fire when the best first-stage score is under this.")
+    min_spread: float = Field(0.08, ge=0, description="Fire when best minus median score is under this.")
+
+
 class _RerankerBase(Strict):
     top_n: int = Field(3, gt=0, description="How many nodes the reranker keeps.")
     candidate_k: int | None = Field(
@@ -140,6 +164,8 @@ class _RerankerBase(Strict):
         gt=0,
         description="How many of the retrieved nodes are scored (default: all retrieved).",
     )
+    activation: AutoActivation | None = Field(
+        None, description="null: always rerank; a mapping: only when the policy fires (recorded per question).")
 
 
 class FlagEmbeddingRerankerConfig(_RerankerBase):
@@ -169,10 +195,29 @@ class LLMPointwiseRerankerConfig(_RerankerBase):
     n_threads: int | None = None
 
 
+class KeywordOverlapRerankerConfig(_RerankerBase):
+    """final = vector_weight * first-stage score + overlap_weight * Jaccard(question, chunk words)."""
+
+    name: Literal["keyword_overlap"]
+    top_n: int = Field(5, gt=0)
+    vector_weight: float = Field(0.7, ge=0)
+    overlap_weight: float = Field(0.3, ge=0)
+    min_score: float = Field(0.3, description="Chunks scoring under this are dropped.")
+
+
 RerankerConfig = Annotated[
-    Union[FlagEmbeddingRerankerConfig, SentenceTransformerRerankerConfig, LLMPointwiseRerankerConfig],
+    Union[FlagEmbeddingRerankerConfig, SentenceTransformerRerankerConfig, LLMPointwiseRerankerConfig,
+          KeywordOverlapRerankerConfig],
     Field(discriminator="name"),
 ]
+
+
+class GuardrailConfig(Strict):
+    """Flag questions whose first-stage retrieval is too weak to answer from."""
+
+    min_top_score: float = Field(0.3, description="Flag when the best first-stage score is under this.")
+    suppress_generation: bool = Field(
+        True, description="Answer flagged questions 'not enough information' without calling the generator.")
 
 
 class MetricsConfig(Strict):
@@ -210,6 +255,7 @@ class ExperimentConfig(Strict):
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     retriever: RetrieverConfig
     reranker: RerankerConfig | None = None
+    guardrail: GuardrailConfig | None = None
     generation: GenerationConfig | None = Field(default_factory=GenerationConfig)
     judge: JudgeConfig | None = Field(default_factory=JudgeConfig)
     ragas: RagasConfig | None = None

@@ -149,6 +149,56 @@ def _recursive(cfg: Any, embed_model: Any) -> NodeParser:
     )
 
 
+class FixedTokenNodeParser(NodeParser):
+    """Windows of ``chunk_tokens`` tokens (tiktoken, offline), each starting ``chunk_tokens -
+    overlap_tokens`` tokens after the last; a chunk is the exact source text its tokens cover,
+    so its character offsets are exact."""
+
+    chunk_tokens: int = 600
+    overlap_tokens: int = 90
+    encoding: str = "cl100k_base"
+
+    def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kw: Any) -> list[BaseNode]:
+        from llama_index.core.node_parser.node_utils import build_nodes_from_splits
+
+        out: list[BaseNode] = []
+        for node in nodes:
+            out.extend(build_nodes_from_splits(token_windows(node.get_content(), self.chunk_tokens,
+                                                             self.overlap_tokens, self.encoding),
+                                               node, id_func=self.id_func))
+        return out
+
+
+def token_windows(text: str, size: int, overlap: int, encoding: str = "cl100k_base") -> list[str]:
+    """The text of each window of ``size`` tokens, stepping ``size - overlap`` tokens."""
+    from lab.context import _encoding
+
+    enc = _encoding(encoding)
+    tokens = enc.encode(text)
+    if not tokens:
+        return []
+    decoded, starts = enc.decode_with_offsets(tokens)
+    if decoded != text:  # cannot happen for valid UTF-8; keep offsets honest if it ever does
+        raise DataError("tiktoken did not round-trip a document's text", hint="report this document")
+    bounds = list(starts) + [len(text)]
+    step = size - overlap
+    out = []
+    for a in range(0, len(tokens), step):
+        b = min(a + size, len(tokens))
+        piece = text[bounds[a]:bounds[b]]
+        if piece.strip():
+            out.append(piece)
+        if b == len(tokens):
+            break
+    return out
+
+
+@CHUNKERS.register("fixed_token")
+def _fixed_token(cfg: Any, embed_model: Any) -> NodeParser:
+    return FixedTokenNodeParser(chunk_tokens=cfg.chunk_tokens, overlap_tokens=cfg.overlap_tokens,
+                                encoding=cfg.encoding, id_func=stable_id, include_prev_next_rel=False)
+
+
 class BatchedSemanticSplitter(SemanticSplitterNodeParser):
     """SemanticSplitterNodeParser that embeds the sentence groups of all documents at once.
 

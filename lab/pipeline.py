@@ -80,11 +80,17 @@ class Pipeline:
         return None if r is None else (r.candidate_k or self.cfg.retriever.top_k)
 
     def postprocessors(self) -> list:
-        if self.reranker is None:
-            return []
-        from lab.rerank import KeepFirst
+        out: list = []
+        g = self.cfg.guardrail
+        if g is not None and g.suppress_generation:  # on first-stage scores, before any rerank
+            from lab.second_stage import LowConfidenceGuard
 
-        return [KeepFirst(k=self.candidate_k), self.reranker]
+            out.append(LowConfidenceGuard(min_top_score=g.min_top_score))
+        if self.reranker is not None:
+            from lab.rerank import KeepFirst
+
+            out += [KeepFirst(k=self.candidate_k), self.reranker]
+        return out
 
     def query_engine(self) -> Any:
         from lab.generation import LabQueryEngine

@@ -41,6 +41,8 @@ def resolve_reranker(cfg: Any) -> RerankerPlan | None:
     if cfg is None:
         return None
     RERANKERS.check(cfg.name, where="reranker.name")
+    if cfg.name == "keyword_overlap":  # no model
+        return RerankerPlan(cfg, ResolvedModel("keyword-overlap", "builtin", "builtin"))
     if cfg.name == "llm_pointwise":
         path = resolve_gguf(cfg.model)
         return RerankerPlan(cfg, ResolvedModel(cfg.model, str(path), "gguf"))
@@ -92,6 +94,15 @@ def _llm(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
     )
 
 
+@RERANKERS.register("keyword_overlap")
+def _overlap(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
+    from lab.second_stage import KeywordOverlapReranker
+
+    c = plan.cfg
+    return KeywordOverlapReranker(vector_weight=c.vector_weight, overlap_weight=c.overlap_weight,
+                                  min_score=c.min_score, top_n=c.top_n)
+
+
 class KeepFirst(BaseNodePostprocessor):
     """Keeps the first ``k`` nodes: the candidates a reranker scores (``candidate_k``)."""
 
@@ -110,7 +121,14 @@ class KeepFirst(BaseNodePostprocessor):
 def build_reranker(plan: RerankerPlan | None, cache: Any) -> BaseNodePostprocessor | None:
     if plan is None:
         return None
-    return RERANKERS.get(plan.cfg.name)(plan, cache)
+    inner = RERANKERS.get(plan.cfg.name)(plan, cache)
+    a = plan.cfg.activation
+    if a is None:
+        return inner
+    from lab.second_stage import AutoActivatedReranker
+
+    return AutoActivatedReranker(inner=inner, top_n=plan.cfg.top_n, min_query_tokens=a.min_query_tokens,
+                                 max_top_score=a.max_top_score, min_spread=a.min_spread)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -79,14 +79,26 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     timer.update(pipe.timings)
     samples, finals = retrieve_stage(cfg, rows, pipe, timer, opts.show_progress)
 
+    extra: dict = {}
+    if cfg.guardrail is not None:
+        flagged = [s["id"] for s in samples if s.get("low_confidence")]
+        extra["guardrail"] = {"min_top_score": cfg.guardrail.min_top_score,
+                              "suppress_generation": cfg.guardrail.suppress_generation,
+                              "n_flagged": len(flagged), "flagged_ids": flagged}
+    if any("rerank" in s for s in samples):
+        fired = [s for s in samples if s["rerank"]["fired"]]
+        extra["rerank_activation"] = {
+            "n_fired": len(fired), "n": len(samples),
+            "why": {w: sum(w in s["rerank"]["why"] for s in fired) for w in ("long", "low", "flat")}}
+
     # --- answer, judge ------------------------------------------------------------------------------
     judge_llm = None
     metric_names = list(RETRIEVAL_METRICS)
     if any(s.get("references") for s in samples):  # eval rows with golden spans
         metric_names += SPAN_METRICS
-    extra: dict = {}
     if pipe.synthesizer is not None:
-        answer_stage(samples, finals, pipe.synthesizer, timer, opts.show_progress)
+        suppress = cfg.guardrail is not None and cfg.guardrail.suppress_generation
+        answer_stage(samples, finals, pipe.synthesizer, timer, opts.show_progress, suppress)
         metric_names += ["answer_chars", "sent_context_chars"]
         extra["answers"] = _answer_summary(samples)
     if plans.judge is not None:

@@ -25,6 +25,7 @@ def retrieve_stage(cfg: Any, rows: Sequence[Any], pipe: Any, timer: Any, show_pr
 
     from lab.metrics.retrieval import question_scores
     from lab.metrics.spans import span_scores
+    from lab.second_stage import low_confidence
 
     embed_model, reranker = pipe.embed_model, pipe.reranker
     with timer.stage("embed_queries_s"):
@@ -88,14 +89,22 @@ def retrieve_stage(cfg: Any, rows: Sequence[Any], pipe: Any, timer: Any, show_pr
         if refs:
             samples[-1]["references"] = [{"source": src, "start": a, "end": b} for src, a, b in refs]
             samples[-1]["span_chars"] = span_chars
+        if reranker is not None and hasattr(reranker, "last"):  # auto-activation's decision
+            samples[-1]["rerank"] = dict(reranker.last)
+        if cfg.guardrail is not None:
+            samples[-1]["low_confidence"] = low_confidence([_num(n.score) or 0.0 for n in first],
+                                                           cfg.guardrail.min_top_score)
     return samples, finals
 
 
 def answer_stage(samples: list[dict], finals: list[list[Any]], synthesizer: Any, timer: Any,
-                 show_progress: bool) -> None:
+                 show_progress: bool, suppress: bool = False) -> None:
     """Answer every question from its final nodes; adds ``context`` and ``answer`` to samples."""
 
     def one(k: int) -> tuple[dict, Any]:
+        if samples[k].get("low_confidence") and suppress:  # the guardrail: no context, no call
+            record, ctx = synthesizer.answer(samples[k]["question"], [])
+            return {**record, "suppressed": True}, ctx
         return synthesizer.answer(samples[k]["question"], finals[k])
 
     with timer.stage("generate_s"):

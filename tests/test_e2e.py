@@ -130,3 +130,31 @@ def test_report_rerenders_from_files_alone(project):
     (run / "report.html").unlink()
     p = lab(project, "report", "reports/small-retrieval/LATEST")
     assert p.returncode == 0 and (run / "report.html").is_file()
+
+
+def test_guardrail_suppresses_generation_without_a_call(project):
+    p = lab(project, "run", "small-guardrail", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    results, samples = load(latest(project, "small-guardrail"))
+    assert results["guardrail"] == {"min_top_score": 0.99, "suppress_generation": True, "n_flagged": 6,
+                                    "flagged_ids": ["f1", "f2", "f3", "f4", "f5", "f6"]}
+    assert results["llm_usage"]["generation"]["calls"] == 0 and results["llm_usage"]["generation"]["cached"] == 0
+    assert all(s["low_confidence"] and s["answer"]["suppressed"] and s["answer"]["refused"] for s in samples)
+    assert all(len(s["retrieved"]) == 3 for s in samples)  # retrieval metrics still measured
+    assert "6 of 6 questions flagged" in (latest(project, "small-guardrail") / "report.html").read_text()
+
+
+def test_keyword_overlap_rerank_fires_only_for_long_questions(project):
+    p = lab(project, "run", "small-overlap", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    results, samples = load(latest(project, "small-overlap"))
+    long_ids = {s["id"] for s in samples if len(s["question"].split()) > 5}
+    assert long_ids and {s["id"] for s in samples if s["rerank"]["fired"]} == long_ids
+    assert results["rerank_activation"] == {"n_fired": len(long_ids), "n": 6,
+                                            "why": {"long": len(long_ids), "low": 0, "flat": 0}}
+    for s in samples:
+        firsts = [c["first_stage_rank"] for c in s["retrieved"]]
+        if not s["rerank"]["fired"]:  # the vector order, cut to 3
+            assert firsts == [1, 2, 3]
+        else:
+            assert all(a >= b for a, b in zip([c["score"] for c in s["retrieved"]], [c["score"] for c in s["retrieved"]][1:]))

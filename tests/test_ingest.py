@@ -90,3 +90,21 @@ def test_batched_semantic_splitter_matches_the_stock_parser(minilm):
         src = next(d.text for d in c.documents if d.doc_id == n.ref_doc_id)
         assert src[n.start_char_idx : n.end_char_idx] == n.get_content()
     assert minilm.counters["computed"] + minilm.counters["cached"] > calls_before
+
+
+def test_token_windows_overlap_by_the_given_tokens_and_cover_the_text():
+    from lab.context import _encoding
+    from lab.ingest import token_windows
+
+    text = "".join(f"Sentence number {i} says something about kilns. " for i in range(60))
+    enc = _encoding("cl100k_base")
+    n = len(enc.encode(text))
+    windows = token_windows(text, 50, 10)
+    assert len(windows) == 1 + -(-(n - 50) // 40)  # first window, then one per 40-token step
+    assert windows[0] == text[: len(windows[0])] and text.endswith(windows[-1])
+    for a, b in zip(windows, windows[1:]):
+        assert len(enc.encode(a)) == 50
+        start_b = text.find(b)
+        assert start_b < text.find(a) + len(a)  # they overlap
+        assert len(enc.encode(text[start_b: text.find(a) + len(a)])) == 10
+    assert token_windows("", 50, 10) == [] and token_windows("short", 50, 10) == ["short"]

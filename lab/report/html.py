@@ -159,6 +159,8 @@ def failure_kinds(s: dict) -> list[str]:
         out.append("miss")
     if (s.get("answer") or {}).get("refused"):
         out.append("refused")
+    if s.get("low_confidence"):
+        out.append("guarded")
     return out
 
 

@@ -1,0 +1,70 @@
+"""Keyword-overlap rerank, auto-activation and the low-confidence guardrail, by hand."""
+
+import pytest
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+
+from lab.second_stage import (AutoActivatedReranker, KeywordOverlapReranker, LowConfidenceGuard, activation,
+                              jaccard, low_confidence, words)
+
+
+def nodes(*pairs):
+    return [NodeWithScore(node=TextNode(text=t, id_=f"n{i}"), score=s) for i, (t, s) in enumerate(pairs)]
+
+
+def test_words_drop_stop_words_and_keep_numbers_whole():
+    assert words("What is the price of the Ember 90? It costs 8,400 euros.") == {
+        "price", "ember", "90", "costs", "8,400", "euros"}
+    assert jaccard({"a", "b"}, {"b", "c"}) == pytest.approx(1 / 3)
+    assert jaccard(set(), set()) == 0.0
+
+
+def test_keyword_overlap_scores_by_hand():
+    q = QueryBundle("Ember 90 price")  # words: ember, 90, price
+    ns = nodes(("The Ember 90 price list", 0.5),  # words ember 90 price list: J = 3/4
+               ("Kilns for schools", 0.6),  # J = 0
+               ("Ember 40", 0.2))  # words ember 40: J = 1/4
+    out = KeywordOverlapReranker(min_score=0.3, top_n=5).postprocess_nodes(ns, query_bundle=q)
+    # 0.7*0.5 + 0.3*0.75 = 0.575; 0.7*0.6 = 0.42; 0.7*0.2 + 0.3*0.25 = 0.215 < 0.3: dropped
+    assert [n.node.node_id for n in out] == ["n0", "n1"]
+    assert [n.score for n in out] == pytest.approx([0.575, 0.42])
+    assert out[0].node.metadata["lab_overlap"] == pytest.approx(0.75)
+    assert "lab_overlap" in out[0].node.excluded_llm_metadata_keys
+    top1 = KeywordOverlapReranker(min_score=0.0, top_n=1).postprocess_nodes(nodes(("a b", 0.1), ("c", 0.9)),
+                                                                             query_bundle=QueryBundle("c"))
+    assert [n.node.node_id for n in top1] == ["n1"]
+
+
+@pytest.mark.parametrize("question, scores, why", [
+    ("short question", [0.9, 0.5, 0.4], []),
+    ("one two three four five six seven eight nine ten eleven", [0.9, 0.5, 0.4], ["long"]),
+    ("short", [0.30, 0.10, 0.05], ["low"]),
+    ("short", [0.60, 0.55, 0.50], ["flat"]),  # 0.60 - median 0.55 = 0.05 < 0.08
+    ("short", [0.34, 0.33, 0.30], ["low", "flat"]),
+    ("short", [], []),
+])
+def test_activation_policy(question, scores, why):
+    assert activation(question, scores, min_query_tokens=10, max_top_score=0.35, min_spread=0.08) == why
+
+
+class Reverse:
+    """A stand-in second stage for the wrapper's test (plumbing only): reverses the order."""
+
+    def postprocess_nodes(self, ns, query_bundle=None):
+        return list(reversed(ns))[:2]
+
+
+def test_auto_activated_reranker_records_its_decision():
+    wrapped = AutoActivatedReranker(inner=Reverse(), top_n=2)
+    ns = nodes(("a", 0.9), ("b", 0.5), ("c", 0.4))
+    assert [n.node.node_id for n in wrapped.postprocess_nodes(ns, query_bundle=QueryBundle("short"))] == ["n0", "n1"]
+    assert wrapped.last == {"fired": False, "why": []}
+    flat = nodes(("a", 0.6), ("b", 0.58), ("c", 0.57))
+    assert [n.node.node_id for n in wrapped.postprocess_nodes(flat, query_bundle=QueryBundle("q"))] == ["n2", "n1"]
+    assert wrapped.last == {"fired": True, "why": ["flat"]}
+
+
+def test_low_confidence_guard():
+    assert low_confidence([0.2, 0.1], 0.3) and not low_confidence([0.31], 0.3) and low_confidence([], 0.3)
+    guard = LowConfidenceGuard(min_top_score=0.3)
+    assert guard.postprocess_nodes(nodes(("a", 0.2)), query_bundle=QueryBundle("q")) == []
+    assert len(guard.postprocess_nodes(nodes(("a", 0.4)), query_bundle=QueryBundle("q"))) == 1
