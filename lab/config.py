@@ -103,8 +103,16 @@ class FixedTokenChunker(Strict):
         return self
 
 
+class PageChunker(Strict):
+    """One chunk per PDF page; other documents by the recursive character splitter."""
+
+    name: Literal["page"]
+    chunk_size: int = Field(1000, gt=0, description="For documents without pages.")
+    chunk_overlap: int = Field(200, ge=0, description="For documents without pages.")
+
+
 ChunkerConfig = Annotated[
-    Union[RecursiveCharacterChunker, SemanticChunker, FixedTokenChunker], Field(discriminator="name")
+    Union[RecursiveCharacterChunker, SemanticChunker, FixedTokenChunker, PageChunker], Field(discriminator="name")
 ]
 
 
@@ -281,10 +289,11 @@ class ExperimentConfig(Strict):
 
     def fingerprint(self) -> str:
         """A stable hash of the resolved config (used to spot edited configs); the sample and the
-        report's colours do not change what a run computes, so they are left out."""
+        report's colours do not change what a run computes, so they are left out, and so are unset
+        (null) fields, so that a new optional section leaves earlier fingerprints as they were."""
         import hashlib
 
-        body = self.model_dump(mode="json", exclude={"sample", "report"})
+        body = self.model_dump(mode="json", exclude={"sample", "report"}, exclude_none=True)
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 

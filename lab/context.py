@@ -95,7 +95,15 @@ def count_tokens(text: str, encoding: str = "cl100k_base") -> int:
 
 
 def _passages(nodes: Sequence[Any]) -> list[Passage]:
-    return [Passage(n.node.node_id, n.node.metadata.get("source"), n.node.get_content()) for n in nodes]
+    return [Passage(n.node.node_id, _cited_as(n.node.metadata), n.node.get_content()) for n in nodes]
+
+
+def _cited_as(metadata: dict) -> str | None:
+    """A passage's source as the prompt shows it (and answers cite it): PDFs with their pages."""
+    source, page = metadata.get("source"), metadata.get("page")
+    if source and page:
+        return f"{source}, page{'s' if '-' in str(page) else ''} {page}"
+    return source
 
 
 CONTEXT_BUILDERS: Registry[Callable[[Any, Sequence[Any]], Context]] = Registry("context builder")

@@ -31,6 +31,7 @@ class Corpus:
     root: Path
     documents: list[Document]
     skipped: list[str] = field(default_factory=list)  # "path: why"
+    pages: dict[str, list] = field(default_factory=dict)  # PDF source -> [[page, start, end], ...]
 
     @property
     def content_hash(self) -> str:
@@ -58,7 +59,9 @@ def load_folder(root: Path, extensions: Sequence[str], max_file_bytes: int, embe
             f"knowledge base {root} has no files ending in {', '.join(sorted(exts))}",
             hint="add documents, or set loader.extensions",
         )
-    documents, skipped = [], []
+    from lab.loaders import FORMATS, Unreadable, read
+
+    documents, skipped, pages = [], [], {}
     for path in paths:
         rel = path.relative_to(root).as_posix()
         size = path.stat().st_size
@@ -67,6 +70,18 @@ def load_folder(root: Path, extensions: Sequence[str], max_file_bytes: int, embe
                 f"{path}: {size:,} bytes is over the limit of {max_file_bytes:,}",
                 hint="split the file, or raise loader.max_file_bytes in the config",
             )
+        extra: dict = {}
+        if path.suffix.lower() in FORMATS:
+            try:
+                text, extra = read(path)
+            except Unreadable as exc:
+                skipped.append(f"{rel}: {exc}")
+                log.warning("skipping %s: %s", path, exc)
+                continue
+            if "pages" in extra:
+                pages[rel] = extra.pop("pages")
+            documents.append(_document(rel, path, text, embed_metadata))
+            continue
         raw = path.read_bytes()
         nul = raw.find(b"\x00")
         if nul >= 0:
@@ -86,21 +101,23 @@ def load_folder(root: Path, extensions: Sequence[str], max_file_bytes: int, embe
             skipped.append(f"{rel}: empty")
             log.warning("skipping empty file %s", path)
             continue
-        parts = rel.split("/")
-        metadata = {"source": rel, "doc_type": parts[0] if len(parts) > 1 else "", "file_name": path.name}
-        excluded = [] if embed_metadata else list(METADATA_KEYS)
-        documents.append(
-            Document(
-                text=text,
-                id_=rel,
-                metadata=metadata,
-                excluded_embed_metadata_keys=excluded,
-                excluded_llm_metadata_keys=[],
-            )
-        )
+        documents.append(_document(rel, path, text, embed_metadata))
     if not documents:
-        raise DataError(f"knowledge base {root}: every file is empty", hint="add documents with text")
-    return Corpus(root=root, documents=documents, skipped=skipped)
+        raise DataError(f"knowledge base {root}: no file has text ({len(skipped)} skipped: {'; '.join(skipped[:3])})",
+                        hint="add documents with text")
+    return Corpus(root=root, documents=documents, skipped=skipped, pages=pages)
+
+
+def _document(rel: str, path: Path, text: str, embed_metadata: bool) -> Document:
+    parts = rel.split("/")
+    metadata = {"source": rel, "doc_type": parts[0] if len(parts) > 1 else "", "file_name": path.name}
+    return Document(
+        text=text,
+        id_=rel,
+        metadata=metadata,
+        excluded_embed_metadata_keys=[] if embed_metadata else list(METADATA_KEYS) + ["page"],
+        excluded_llm_metadata_keys=[],
+    )
 
 
 def stable_id(i: int, doc: BaseNode) -> str:
@@ -199,6 +216,34 @@ def _fixed_token(cfg: Any, embed_model: Any) -> NodeParser:
                                 encoding=cfg.encoding, id_func=stable_id, include_prev_next_rel=False)
 
 
+class PageNodeParser(NodeParser):
+    """One chunk per PDF page (its exact text); other documents are split by LangChain's
+    recursive character splitter (``chunk_size``/``chunk_overlap``)."""
+
+    chunk_size: int = 1000
+    chunk_overlap: int = 200
+    page_maps: dict = {}
+
+    def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kw: Any) -> list[BaseNode]:
+        from langchain_text_splitters import RecursiveCharacterTextSplitter
+        from llama_index.core.node_parser.node_utils import build_nodes_from_splits
+
+        splitter = RecursiveCharacterTextSplitter(chunk_size=self.chunk_size, chunk_overlap=self.chunk_overlap)
+        out: list[BaseNode] = []
+        for node in nodes:
+            text = node.get_content()
+            pages = self.page_maps.get(node.metadata.get("source"))
+            splits = [text[a:b] for _, a, b in pages if text[a:b].strip()] if pages else splitter.split_text(text)
+            out.extend(build_nodes_from_splits(splits, node, id_func=self.id_func))
+        return out
+
+
+@CHUNKERS.register("page")
+def _page(cfg: Any, embed_model: Any) -> NodeParser:
+    return PageNodeParser(chunk_size=cfg.chunk_size, chunk_overlap=cfg.chunk_overlap, id_func=stable_id,
+                          include_prev_next_rel=False)
+
+
 class BatchedSemanticSplitter(SemanticSplitterNodeParser):
     """SemanticSplitterNodeParser that embeds the sentence groups of all documents at once.
 
@@ -251,6 +296,17 @@ def build_chunker(cfg: Any, embed_model: Any) -> NodeParser:
 
 
 def chunk(corpus: Corpus, cfg: Any, embed_model: Any, show_progress: bool = False) -> list[BaseNode]:
+    from lab.loaders import pages_of
+
     parser = build_chunker(cfg, embed_model)
+    if isinstance(parser, PageNodeParser):
+        parser.page_maps = corpus.pages
     # nodes inherit their document's excluded_embed_metadata_keys (set by load_folder)
-    return parser.get_nodes_from_documents(corpus.documents, show_progress=show_progress)
+    nodes = parser.get_nodes_from_documents(corpus.documents, show_progress=show_progress)
+    for node in nodes:  # PDF chunks say which pages they come from
+        page_map = corpus.pages.get(node.metadata.get("source"))
+        if page_map:
+            label = pages_of(page_map, node.start_char_idx, node.end_char_idx)
+            if label:
+                node.metadata["page"] = label
+    return nodes

@@ -34,6 +34,7 @@ def retrieve_stage(cfg: Any, rows: Sequence[Any], pipe: Any, timer: Any, show_pr
     with timer.stage("retrieve_s"):  # one batched LanceDB search for every question
         firsts = pipe.retriever.retrieve_many(bundles)
     per_question_retrieve = timer["retrieve_s"] / max(len(rows), 1)
+    sources = {d.metadata["source"] for d in pipe.corpus.documents}  # spans in other documents: not scored
     candidate_k = pipe.candidate_k
     samples, finals = [], []
     items = zip(rows, bundles, firsts)
@@ -53,7 +54,7 @@ def retrieve_stage(cfg: Any, rows: Sequence[Any], pipe: Any, timer: Any, show_pr
         ranks = scores.pop("keyword_ranks")
         scores["context_chars"] = sum(len(t) for t in texts)
         span_chars = None
-        refs = [(r.source, r.start_index, r.end_index) for r in (row.references or []) if r.source]
+        refs = [(r.source, r.start_index, r.end_index) for r in (row.references or []) if r.source in sources]
         if refs:
             spans = span_scores([(n.node.metadata.get("source"), n.node.start_char_idx, n.node.end_char_idx, len(t))
                                  for n, t in zip(final, texts)], refs)
@@ -73,6 +74,7 @@ def retrieve_stage(cfg: Any, rows: Sequence[Any], pipe: Any, timer: Any, show_pr
                     "rank": i + 1,
                     "id": n.node.node_id,
                     "source": n.node.metadata.get("source"),
+                    "page": n.node.metadata.get("page"),
                     "doc_type": n.node.metadata.get("doc_type"),
                     "score": _num(n.score),
                     "first_stage_rank": first_rank[n.node.node_id][0],
