@@ -50,6 +50,8 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 class DataConfig(Strict):
     knowledge_base: str = Field(description="Folder of documents, relative to the project root.")
     eval_set: str = Field(description="JSONL eval set, relative to the project root.")
+    labels: str | None = Field(
+        None, description="CSV query_id,relevant_ids (chunk ids separated by ;) for recall@k and MRR@k.")
     categories: list[str] = Field(
         default_factory=lambda: list(DEFAULT_CATEGORIES),
         description="Declared question categories; an eval row with another category is an error.",

@@ -184,3 +184,8 @@ def table_rows(handle: IndexHandle) -> list[dict]:
     table = lancedb.connect(str(handle.path / "lancedb")).open_table(TABLE)
     data = table.to_arrow().select(["id", "text", "vector"]).to_pylist()
     return data
+
+
+def table_ids(handle: IndexHandle) -> set[str]:
+    """Every chunk id in the index."""
+    return set(handle.index.vector_store.table.to_arrow().column("id").to_pylist())

@@ -73,11 +73,16 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     rows = eval_set.rows
     if cfg.sample.limit:
         rows = stratified_sample(rows, cfg.sample.limit, cfg.sample.seed)
+    labels = None
+    if cfg.data.labels:
+        from lab.metrics.labels import load_labels
+
+        labels = load_labels(project_path(opts.project_root, cfg.data.labels), [r.id for r in eval_set.rows])
 
     # --- index, retrieve, rerank, score -----------------------------------------------------------
     pipe = open_pipeline(cfg, plans, opts.project_root, opts.cache_root, opts.show_progress)
     timer.update(pipe.timings)
-    samples, finals = retrieve_stage(cfg, rows, pipe, timer, opts.show_progress)
+    samples, finals = retrieve_stage(cfg, rows, pipe, timer, opts.show_progress, labels)
 
     extra: dict = {}
     if cfg.guardrail is not None:
@@ -96,6 +101,9 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     metric_names = list(RETRIEVAL_METRICS)
     if any(s.get("references") for s in samples):  # eval rows with golden spans
         metric_names += SPAN_METRICS
+    if labels is not None:
+        metric_names += ["label_recall", "label_mrr"]
+        extra["labels"] = _labels_summary(cfg.data.labels, labels, pipe.handle)
     if pipe.synthesizer is not None:
         suppress = cfg.guardrail is not None and cfg.guardrail.suppress_generation
         answer_stage(samples, finals, pipe.synthesizer, timer, opts.show_progress, suppress)
@@ -183,6 +191,17 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
         "environment": environment(opts.project_root),
     }
     return write_run(results, samples, cfg, opts.reports_root)
+
+
+def _labels_summary(path: str, labels: dict, handle: Any) -> dict:
+    from lab.index import table_ids
+
+    ids = table_ids(handle)
+    missing = sorted({i for rel in labels.values() for i in rel if i not in ids})
+    if missing:
+        log.warning("%d labelled chunk ids are not in this index (labels made for another chunking?): %s",
+                    len(missing), ", ".join(missing[:5]))
+    return {"path": path, "n_labelled": len(labels), "n_missing_ids": len(missing), "missing_ids": missing[:20]}
 
 
 def _answer_summary(samples: list[dict]) -> dict:

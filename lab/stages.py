@@ -18,12 +18,13 @@ def _num(score: object) -> float | None:
     return None if score is None else float(score)
 
 
-def retrieve_stage(cfg: Any, rows: Sequence[Any], pipe: Any, timer: Any, show_progress: bool
-                   ) -> tuple[list[dict], list[list[Any]]]:
+def retrieve_stage(cfg: Any, rows: Sequence[Any], pipe: Any, timer: Any, show_progress: bool,
+                   labels: dict | None = None) -> tuple[list[dict], list[list[Any]]]:
     """Keyword metrics per question; returns (samples, the final nodes of each question)."""
     from llama_index.core.schema import QueryBundle
 
     from lab.metrics.retrieval import question_scores
+    from lab.metrics.labels import label_scores
     from lab.metrics.spans import span_scores
     from lab.second_stage import low_confidence
 
@@ -60,6 +61,8 @@ def retrieve_stage(cfg: Any, rows: Sequence[Any], pipe: Any, timer: Any, show_pr
                                  for n, t in zip(final, texts)], refs)
             span_chars = spans.pop("span_chars")
             scores.update(spans)
+        if labels is not None and row.id in labels:
+            scores.update(label_scores(labels[row.id], [n.node.node_id for n in final], cfg.metrics.k))
         finals.append(final)
         samples.append({
             "id": row.id,

@@ -158,3 +158,20 @@ def test_keyword_overlap_rerank_fires_only_for_long_questions(project):
             assert firsts == [1, 2, 3]
         else:
             assert all(a >= b for a, b in zip([c["score"] for c in s["retrieved"]], [c["score"] for c in s["retrieved"]][1:]))
+
+
+def test_labelled_recall_and_mrr_at_k(project):
+    (project / "labels.csv").write_text("query_id,relevant_ids\nf2,products/ember90.md#0;nowhere.md#7\n")
+    (project / "experiments" / "small-labelled.yaml").write_text(
+        "schema_version: 1\nextends: small-retrieval\ndata:\n  labels: labels.csv\n")
+    p = lab(project, "run", "small-labelled", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    assert "1 labelled chunk ids are not in this index" in p.stderr
+    results, samples = load(latest(project, "small-labelled"))
+    assert results["labels"] == {"path": "labels.csv", "n_labelled": 1, "n_missing_ids": 1,
+                                 "missing_ids": ["nowhere.md#7"]}
+    f2 = samples[1]
+    ids = [c["id"] for c in f2["retrieved"]]
+    rank = ids.index("products/ember90.md#0") + 1
+    assert f2["metrics"]["label_recall"] == 0.5 and f2["metrics"]["label_mrr"] == 1 / rank
+    assert results["metrics"]["overall"]["label_mrr"] == {"mean": 1 / rank, "n": 1}

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from lab.errors import LabError
 
-ORDER = ("mrr", "ndcg", "coverage", "span_precision", "span_recall", "span_iou", "context_chars", "accuracy",
-         "completeness", "relevance")
-HIGHER_IS_BETTER = {"mrr", "ndcg", "coverage", "span_precision", "span_recall", "span_iou", "accuracy",
-                    "completeness", "relevance"}
+from lab.report.html import HIGHER_IS_BETTER
+
+ORDER = ("mrr", "ndcg", "coverage", "span_precision", "span_recall", "span_iou", "label_recall", "label_mrr",
+         "context_chars", "accuracy", "completeness", "relevance")
 
 
 def resolve_run(ref: str, reports_root: Path) -> Path:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-METRIC_COLUMNS = ("mrr", "ndcg", "coverage", "span_precision", "span_recall", "span_iou", "context_chars", "accuracy", "completeness", "relevance",
+METRIC_COLUMNS = ("mrr", "ndcg", "coverage", "span_precision", "span_recall", "span_iou", "label_recall",
+                  "label_mrr", "context_chars", "accuracy", "completeness", "relevance",
                   "answer_chars", "sent_context_chars", "ragas_faithfulness", "ragas_answer_relevancy",
                   "ragas_context_precision", "ragas_context_recall")
 

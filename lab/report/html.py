@@ -13,16 +13,19 @@ from pathlib import Path
 
 from lab.report.stats import bootstrap_ci
 
-PERCENT_METRICS = {"mrr", "ndcg", "coverage", "span_precision", "span_recall", "span_iou"}
+PERCENT_METRICS = {"mrr", "ndcg", "coverage", "span_precision", "span_recall", "span_iou", "label_recall",
+                   "label_mrr"}
 SCORE_METRICS = {"accuracy", "completeness", "relevance"}
 LABELS = {"mrr": "MRR", "ndcg": "nDCG", "coverage": "Coverage", "context_chars": "Context chars",
           "span_precision": "Span precision", "span_recall": "Span recall", "span_iou": "Span IoU",
+          "label_recall": "Recall@k (labels)", "label_mrr": "MRR@k (labels)",
           "accuracy": "Accuracy", "completeness": "Completeness", "relevance": "Relevance",
           "answer_chars": "Answer chars", "sent_context_chars": "Context sent (chars)",
           "ragas_faithfulness": "Faithfulness (ragas)", "ragas_answer_relevancy": "Answer relevancy (ragas)",
           "ragas_context_precision": "Context precision (ragas)", "ragas_context_recall": "Context recall (ragas)"}
 #: Higher is better for these; the others (sizes) are shown without a direction.
-HIGHER_IS_BETTER = {"mrr", "ndcg", "coverage", "span_precision", "span_recall", "span_iou", "accuracy",
+HIGHER_IS_BETTER = {"mrr", "ndcg", "coverage", "span_precision", "span_recall", "span_iou", "label_recall",
+                    "label_mrr", "accuracy",
                     "completeness", "relevance", "ragas_faithfulness", "ragas_answer_relevancy",
                     "ragas_context_precision", "ragas_context_recall"}
 #: Dashboard thresholds of the InsureLLM exercise: green >= 0.9, amber >= 0.75 for shares of 1;
