@@ -119,6 +119,30 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--no-progress", action="store_true", help="no progress bars")
     _common(sw)
 
+    opt = sub.add_parser(
+        "optimize", help="search chunk size, overlap and k with Optuna on a dev split; check on held-out",
+        description="Split the eval set (stratified, seeded) into dev and held-out questions; run Optuna's TPE "
+                    "sampler over --space ranges (default: chunker.chunk_size 400-1600 step 200, "
+                    "chunker.chunk_overlap 0-300 step 50, retriever.top_k 2-8), each trial a retrieval-only "
+                    "run on the dev questions; then score the best trial and the base experiment on the "
+                    "held-out questions and write experiments/NAME-optimized.yaml. Indexes and embeddings are "
+                    "reused across trials.",
+        epilog="example: lab optimize turn13 --trials 12",
+    )
+    opt.add_argument("name", metavar="NAME")
+    opt.add_argument("--space", action="append", metavar="PATH=LOW:HIGH[:STEP]",
+                     help="a dial and its range (repeatable; replaces the default space)")
+    opt.add_argument("--trials", type=int, default=12, help="Optuna trials (default: 12)")
+    opt.add_argument("--metric", default="mrr", help="the metric to maximise (default: mrr)")
+    opt.add_argument("--dev-fraction", type=float, default=0.5, help="share of questions for search (default 0.5)")
+    opt.add_argument("--seed", type=int, default=13, help="seed of the split and the sampler (default: 13)")
+    opt.add_argument("--no-config", action="store_true", help="do not write experiments/NAME-optimized.yaml")
+    opt.add_argument("--kb", type=Path, help="knowledge-base folder (overrides data.knowledge_base)")
+    opt.add_argument("--eval", type=Path, help="eval set JSONL (overrides data.eval_set)")
+    opt.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
+    opt.add_argument("--cache", type=Path, help="cache folder (default: $LAB_CACHE or ~/.cache/lab)")
+    _common(opt)
+
     sub.add_parser("models", help="show where each known model resolves on this machine",
                    epilog="example: lab models")
 
@@ -330,6 +354,31 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from lab.models import cache_dir
+    from lab.optimize import DEFAULT_SPACE, parse_range, run_optimize
+    from lab.runner import RunOptions
+
+    ranges = [parse_range(s) for s in (args.space or DEFAULT_SPACE)]
+    if args.cache:
+        os.environ["LAB_CACHE"] = str(args.cache.resolve())
+    opts = RunOptions(project_root=args.experiments.resolve().parent, reports_root=args.reports,
+                      cache_root=cache_dir(), show_progress=False)
+    overrides = _overrides(argparse.Namespace(kb=args.kb, eval=args.eval, limit=None, seed=None))
+    s = run_optimize(args.name, args.experiments, ranges, overrides, opts, args.metric, args.trials,
+                     args.dev_fraction, args.seed, not args.no_config)
+    m = args.metric
+    for i, p in enumerate(s["points"]):
+        print(f"trial {p['trial']:>3}  {p['label']:<48} dev {m} {p['metrics'].get(m, 0):.4f}  {p['seconds']:6.1f} s"
+              + ("   <- best" if i == s["best"] else ""))
+    print(f"held-out ({s['n_held_out']} questions) {m}: best {s['held_out']['best'].get(m):.4f}, "
+          f"{args.name} {s['held_out']['base'].get(m):.4f}")
+    if s.get("config"):
+        print(f"config: {s['config']}")
+    print(f"optimize: {Path(s['folder']) / 'optimize.html'}")
+    return 0
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     from lab.report.compare import resolve_run
 
@@ -339,7 +388,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "ask": cmd_ask, "compare": cmd_compare, "show": cmd_show, "sweep": cmd_sweep, "list": cmd_list, "validate": cmd_validate, "report": cmd_report, "models": cmd_models}
+COMMANDS = {"run": cmd_run, "ask": cmd_ask, "compare": cmd_compare, "show": cmd_show, "sweep": cmd_sweep, "optimize": cmd_optimize, "list": cmd_list, "validate": cmd_validate, "report": cmd_report, "models": cmd_models}
 
 
 def main(argv: list[str] | None = None) -> int:
