@@ -222,6 +222,16 @@ RerankerConfig = Annotated[
 ]
 
 
+class CachesConfig(Strict):
+    """Query-side caches (the chunk-embedding cache is always on)."""
+
+    query_embeddings: bool = Field(True, description="Serve repeated questions' embeddings from the cache.")
+    semantic_threshold: float | None = Field(
+        None, gt=0, le=1,
+        description="Reuse the retrieval of an earlier question whose embedding is at least this cosine "
+        "close (null: no semantic cache).")
+
+
 class GuardrailConfig(Strict):
     """Flag questions whose first-stage retrieval is too weak to answer from."""
 
@@ -266,6 +276,7 @@ class ExperimentConfig(Strict):
     retriever: RetrieverConfig
     reranker: RerankerConfig | None = None
     guardrail: GuardrailConfig | None = None
+    caches: CachesConfig | None = None
     generation: GenerationConfig | None = Field(default_factory=GenerationConfig)
     judge: JudgeConfig | None = Field(default_factory=JudgeConfig)
     ragas: RagasConfig | None = None

@@ -94,14 +94,16 @@ class LabEmbedding(BaseEmbedding):
             )
         return self._model
 
-    def encode(self, texts: list[str], prefix: str, show_progress: bool = False) -> np.ndarray:
+    def encode(self, texts: list[str], prefix: str, show_progress: bool = False, use_cache: bool = True
+               ) -> np.ndarray:
         """Embed ``texts`` (normalised float32 rows), computing only what the cache lacks."""
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         keys = [
             hashlib.sha256(f"{self._fingerprint}\x00{prefix}\x00{t}".encode()).hexdigest() for t in texts
         ]
-        found = self._cache.get_many(list(set(keys))) if self._cache else {}
+        cache = self._cache if use_cache else None
+        found = cache.get_many(list(set(keys))) if cache else {}
         missing = sorted({k: t for k, t in zip(keys, texts) if k not in found}.items())
         if missing:
             model = self._load()
@@ -110,8 +112,8 @@ class LabEmbedding(BaseEmbedding):
             # batches them (embed_batch_size), which LlamaIndex's per-batch loop would not
             vecs = np.asarray(model._get_text_embeddings([prefix + t for _, t in missing]), dtype=np.float32)
             new = {k: v for (k, _), v in zip(missing, vecs)}
-            if self._cache:
-                self._cache.put_many(new)
+            if cache:
+                cache.put_many(new)
             found.update(new)
         self._counters["computed"] += len(missing)
         self._counters["cached"] += len(texts) - len(missing)

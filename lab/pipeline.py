@@ -72,6 +72,8 @@ class Pipeline:
     generator: Any  # lab.llm.LabLLM | None
     synthesizer: Any  # lab.generation.LabSynthesizer | None
     timings: dict = field(default_factory=dict)
+    cache_root: Path | None = None
+    counters: dict = field(default_factory=dict)  # query-side caches, filled by the evaluator
 
     @property
     def candidate_k(self) -> int | None:
@@ -132,7 +134,8 @@ def open_pipeline(cfg: ExperimentConfig, plans: ModelPlans, project_root: Path, 
 
         generator = build_llm(plans.generation, cache_root)
         synthesizer = LabSynthesizer(generator, cfg.generation)
-    return Pipeline(cfg, plans, corpus, embed_model, handle, retriever, reranker, generator, synthesizer, timings)
+    return Pipeline(cfg, plans, corpus, embed_model, handle, retriever, reranker, generator, synthesizer, timings,
+                    cache_root)
 
 
 def query_engine(name: str, experiments_dir: Path = Path("experiments"), cache_root: Path | None = None) -> Any:

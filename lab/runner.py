@@ -182,6 +182,7 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
             "embeddings_cached": pipe.embed_model.counters["cached"],
             "rerank_scores_computed": getattr(pipe.reranker, "counters", {}).get("computed", 0),
             "rerank_scores_cached": getattr(pipe.reranker, "counters", {}).get("cached", 0),
+            **pipe.counters,
             **{f"llm_calls_{role}": u["calls"] for role, u in usage.items()},
             **{f"llm_cached_{role}": u["cached"] for role, u in usage.items()},
         },

@@ -29,11 +29,30 @@ def retrieve_stage(cfg: Any, rows: Sequence[Any], pipe: Any, timer: Any, show_pr
     from lab.second_stage import low_confidence
 
     embed_model, reranker = pipe.embed_model, pipe.reranker
+    caches = cfg.caches
+    before = dict(embed_model.counters)
     with timer.stage("embed_queries_s"):
-        vectors = embed_model.encode([r.question for r in rows], embed_model.query_prefix)
+        vectors = embed_model.encode([r.question for r in rows], embed_model.query_prefix,
+                                     use_cache=caches is None or caches.query_embeddings)
+    pipe.counters["query_embeddings_computed"] = embed_model.counters["computed"] - before["computed"]
+    pipe.counters["query_embeddings_cached"] = embed_model.counters["cached"] - before["cached"]
     bundles = [QueryBundle(query_str=r.question, embedding=v.tolist()) for r, v in zip(rows, vectors)]
-    with timer.stage("retrieve_s"):  # one batched LanceDB search for every question
-        firsts = pipe.retriever.retrieve_many(bundles)
+    semantic = _semantic_cache(cfg, pipe)
+    served = {i: hit for i, v in enumerate(vectors) if semantic and (hit := semantic.lookup(v)) is not None}
+    with timer.stage("retrieve_s"):  # one batched LanceDB search for every question not served
+        todo = [i for i in range(len(rows)) if i not in served]
+        searched = dict(zip(todo, pipe.retriever.retrieve_many([bundles[i] for i in todo])))
+        if served:
+            from lab.semantic_cache import nodes_by_ids
+
+            searched.update({i: nodes_by_ids(pipe.handle.index.vector_store.table, hit["nodes"])
+                             for i, hit in served.items()})
+        firsts = [searched[i] for i in range(len(rows))]
+    if semantic is not None:
+        semantic.put_many([(rows[i].question, vectors[i], [[n.node.node_id, _num(n.score)] for n in searched[i]])
+                           for i in todo])
+        pipe.counters["semantic_cache_hits"] = len(served)
+        pipe.counters["semantic_cache_misses"] = len(todo)
     per_question_retrieve = timer["retrieve_s"] / max(len(rows), 1)
     sources = {d.metadata["source"] for d in pipe.corpus.documents}  # spans in other documents: not scored
     candidate_k = pipe.candidate_k
@@ -96,10 +115,24 @@ def retrieve_stage(cfg: Any, rows: Sequence[Any], pipe: Any, timer: Any, show_pr
             samples[-1]["span_chars"] = span_chars
         if reranker is not None and hasattr(reranker, "last"):  # auto-activation's decision
             samples[-1]["rerank"] = dict(reranker.last)
+        if semantic is not None:
+            k = len(samples) - 1
+            samples[-1]["semantic_cache"] = ({"hit": True, "of": served[k]["question"],
+                                              "similarity": round(served[k]["similarity"], 4)}
+                                             if k in served else {"hit": False})
         if cfg.guardrail is not None:
             samples[-1]["low_confidence"] = low_confidence([_num(n.score) or 0.0 for n in first],
                                                            cfg.guardrail.min_top_score)
     return samples, finals
+
+
+def _semantic_cache(cfg: Any, pipe: Any) -> Any:
+    if cfg.caches is None or cfg.caches.semantic_threshold is None:
+        return None
+    from lab.semantic_cache import SemanticQueryCache, scope_key
+
+    scope = scope_key(pipe.handle.key, cfg.retriever, pipe.embed_model.fingerprint, pipe.embed_model.query_prefix)
+    return SemanticQueryCache(pipe.cache_root / "semantic.sqlite", scope, cfg.caches.semantic_threshold)
 
 
 def answer_stage(samples: list[dict], finals: list[list[Any]], synthesizer: Any, timer: Any,

@@ -175,3 +175,22 @@ def test_labelled_recall_and_mrr_at_k(project):
     rank = ids.index("products/ember90.md#0") + 1
     assert f2["metrics"]["label_recall"] == 0.5 and f2["metrics"]["label_mrr"] == 1 / rank
     assert results["metrics"]["overall"]["label_mrr"] == {"mean": 1 / rank, "n": 1}
+
+
+def test_query_caches_count_hits_and_serve_the_same_retrieval(project):
+    (project / "experiments" / "small-semantic-cache.yaml").write_text(
+        "schema_version: 1\nextends: small-retrieval\ncaches:\n  semantic_threshold: 0.9\n")
+    first = lab(project, "run", "small-semantic-cache", "--no-progress")
+    assert first.returncode == 0, first.stderr
+    r1, s1 = load(latest(project, "small-semantic-cache"))
+    assert (r1["counters"]["semantic_cache_hits"], r1["counters"]["semantic_cache_misses"]) == (0, 6)
+    assert r1["counters"]["query_embeddings_computed"] == 6 and all(not s["semantic_cache"]["hit"] for s in s1)
+    time.sleep(1)
+    second = lab(project, "run", "small-semantic-cache", "--no-progress")
+    assert second.returncode == 0, second.stderr
+    r2, s2 = load(latest(project, "small-semantic-cache"))
+    assert (r2["counters"]["semantic_cache_hits"], r2["counters"]["semantic_cache_misses"]) == (6, 0)
+    assert r2["counters"]["query_embeddings_cached"] == 6 and r2["counters"]["query_embeddings_computed"] == 0
+    assert all(s["semantic_cache"] == {"hit": True, "of": s["question"], "similarity": 1.0} for s in s2)
+    assert [[c["id"] for c in s["retrieved"]] for s in s2] == [[c["id"] for c in s["retrieved"]] for s in s1]
+    assert r2["metrics"] == r1["metrics"]
