@@ -88,3 +88,14 @@ def test_batched_retrieval_equals_the_llamaindex_path(tmp_path):
     top = many[0][0]
     chunk_vec = np.array(emb.encode([top.node.get_content()], "")[0])
     assert top.score == pytest.approx(float(chunk_vec @ vecs[0]), abs=1e-4)
+
+
+def test_e5_style_prefixes_change_the_index_key_and_the_vectors(minilm):
+    cfg = load_experiment("small", FIX / "experiments")
+    plain = index_key("c", cfg.chunker, cfg.embedding, "m")
+    prefixed = cfg.embedding.model_copy(update={"passage_prefix": "passage: "})
+    assert index_key("c", cfg.chunker, prefixed, "m") != plain
+    queried = cfg.embedding.model_copy(update={"query_prefix": "query: "})
+    assert index_key("c", cfg.chunker, queried, "m") == plain  # queries do not touch the table
+    a, b = minilm.encode(["Ember 90 price"], ""), minilm.encode(["Ember 90 price"], "query: ")
+    assert float(a[0] @ b[0]) < 0.999  # the prefix is embedded with the text
