@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from lab.errors import DataError
 
@@ -23,6 +23,12 @@ class Reference(BaseModel):
     start_index: int = Field(ge=0)
     end_index: int = Field(ge=0)
 
+    @model_validator(mode="after")
+    def _ordered(self) -> "Reference":
+        if self.end_index <= self.start_index:
+            raise ValueError(f"end_index ({self.end_index}) must be greater than start_index ({self.start_index})")
+        return self
+
 
 class EvalRow(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -32,6 +38,7 @@ class EvalRow(BaseModel):
     reference_answer: str
     category: str = Field(min_length=1)
     references: list[Reference] | None = None
+    _line: int = PrivateAttr(0)  # where the row is in its file, for errors found later
 
     @field_validator("keywords")
     @classmethod
@@ -98,6 +105,7 @@ def load_eval_set(path: Path, categories: Sequence[str]) -> EvalSet:
                 hint="give every question a unique id",
             )
         seen[row.id] = lineno
+        row._line = lineno
         rows.append(row)
     if not rows:
         raise DataError(f"eval set {path} has no questions", hint="add JSONL rows")
@@ -131,3 +139,27 @@ def stratified_sample(rows: Sequence[EvalRow], limit: int, seed: int) -> list[Ev
     for c in cats:
         chosen.update(rng.sample(groups[c], min(alloc[c], len(groups[c]))))
     return [rows[i] for i in sorted(chosen)]
+
+
+def check_references(eval_set: EvalSet, documents: dict[str, str]) -> int:
+    """Every golden span in a document of the knowledge base must lie inside it and hold its
+    ``content``; returns how many spans point at documents the knowledge base lacks (those are
+    not scored)."""
+    elsewhere = 0
+    for row in eval_set.rows:
+        for i, ref in enumerate(row.references or []):
+            text = documents.get(ref.source or "")
+            if text is None:
+                elsewhere += 1
+                continue
+            where = f"{eval_set.path} line {row._line}: field 'references.{i}"
+            if ref.end_index > len(text):
+                raise DataError(f"{where}.end_index': {ref.end_index} is past the end of {ref.source} "
+                                f"({len(text)} chars)", hint="the offsets are characters of the document's text")
+            if text[ref.start_index:ref.end_index] != ref.content:
+                found = text.find(ref.content)
+                hint = (f"the content is at start_index {found}, end_index {found + len(ref.content)}" if found >= 0
+                        else "the content does not occur in the document: copy it from the document")
+                raise DataError(f"{where}.content': does not match {ref.source} chars "
+                                f"{ref.start_index}-{ref.end_index}", hint=hint)
+    return elsewhere

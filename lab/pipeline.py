@@ -104,18 +104,25 @@ class Pipeline:
         return LabQueryEngine(self.retriever, self.synthesizer, self.postprocessors())
 
 
+def load_corpus(cfg: ExperimentConfig, project_root: Path) -> Any:
+    from lab.ingest import load_folder
+
+    return load_folder(project_path(project_root, cfg.data.knowledge_base), cfg.loader.extensions,
+                       cfg.loader.max_file_bytes, cfg.embedding.embed_metadata)
+
+
 def open_pipeline(cfg: ExperimentConfig, plans: ModelPlans, project_root: Path, cache_root: Path,
-                  show_progress: bool = True) -> Pipeline:
+                  show_progress: bool = True, corpus: Any = None) -> Pipeline:
     from lab.embeddings import VectorCache, build_embedding
     from lab.index import ensure_fts, open_or_build
-    from lab.ingest import load_folder
     from lab.rerank import build_reranker
     from lab.retrieval import NEEDS_FTS, build_retriever
 
     timings: dict[str, float] = {}
-    t0 = time.perf_counter()
-    corpus = load_folder(project_path(project_root, cfg.data.knowledge_base), cfg.loader.extensions, cfg.loader.max_file_bytes, cfg.embedding.embed_metadata)
-    timings["load_s"] = time.perf_counter() - t0
+    if corpus is None:
+        t0 = time.perf_counter()
+        corpus = load_corpus(cfg, project_root)
+        timings["load_s"] = time.perf_counter() - t0
     embed_model = build_embedding(cfg.embedding, plans.embedding, cache_root)
     handle = open_or_build(corpus, cfg, embed_model, cache_root, show_progress=show_progress)
     timings.update(handle.timings)

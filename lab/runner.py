@@ -58,9 +58,9 @@ class Timer(dict):
 
 
 def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
-    from lab.evalset import load_eval_set, stratified_sample
+    from lab.evalset import check_references, load_eval_set, stratified_sample
     from lab.metrics.aggregate import by_category, mean_table
-    from lab.pipeline import open_pipeline, project_path, resolve_models
+    from lab.pipeline import load_corpus, open_pipeline, project_path, resolve_models
     from lab.stages import answer_stage, judge_stage, ragas_stage, retrieve_stage
 
     timer = Timer()
@@ -79,8 +79,13 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
 
         labels = load_labels(project_path(opts.project_root, cfg.data.labels), [r.id for r in eval_set.rows])
 
+    t_load = time.perf_counter()
+    corpus = load_corpus(cfg, opts.project_root)
+    check_references(eval_set, {d.metadata["source"]: d.text for d in corpus.documents})
+    timer["load_s"] = time.perf_counter() - t_load
+
     # --- index, retrieve, rerank, score -----------------------------------------------------------
-    pipe = open_pipeline(cfg, plans, opts.project_root, opts.cache_root, opts.show_progress)
+    pipe = open_pipeline(cfg, plans, opts.project_root, opts.cache_root, opts.show_progress, corpus=corpus)
     timer.update(pipe.timings)
     samples, finals = retrieve_stage(cfg, rows, pipe, timer, opts.show_progress, labels)
 

@@ -80,3 +80,26 @@ def test_shipped_references_point_at_their_text():
     for rid, ref in refs:
         text = (ROOT / "knowledge-base" / ref.source).read_text(encoding="utf-8")
         assert text[ref.start_index : ref.end_index] == ref.content, rid
+
+
+def test_spans_outside_or_not_matching_their_document_name_line_and_field(tmp_path):
+    from lab.evalset import check_references, load_eval_set
+
+    doc = {"a.md": "The Ember 90 costs 8,400 euros."}
+    def write(refs):
+        row = {"id": "x", "question": "q?", "keywords": ["k"], "reference_answer": "a", "category": "direct_fact",
+               "references": refs}
+        (tmp_path / "e.jsonl").write_text("\n" + json.dumps(row) + "\n")
+        return load_eval_set(tmp_path / "e.jsonl", ["direct_fact"])
+    ok = write([{"source": "a.md", "content": "8,400 euros", "start_index": 19, "end_index": 30},
+                {"source": "elsewhere.md", "content": "x", "start_index": 0, "end_index": 1}])
+    assert check_references(ok, doc) == 1  # one span in a document the knowledge base lacks
+    past = write([{"source": "a.md", "content": "x", "start_index": 30, "end_index": 99}])
+    with pytest.raises(DataError, match=r"e.jsonl line 2: field 'references.0.end_index': 99 is past the end of a.md \(31 chars\)"):
+        check_references(past, doc)
+    shifted = write([{"source": "a.md", "content": "8,400 euros", "start_index": 18, "end_index": 29}])
+    with pytest.raises(DataError, match="field 'references.0.content': does not match a.md chars 18-29") as exc:
+        check_references(shifted, doc)
+    assert "start_index 19, end_index 30" in str(exc.value)
+    with pytest.raises(DataError, match="end_index \\(3\\) must be greater than start_index \\(5\\)"):
+        write([{"source": "a.md", "content": "x", "start_index": 5, "end_index": 3}])
