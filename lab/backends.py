@@ -3,7 +3,7 @@
 - :class:`LlamaCppBackend`: a GGUF file run in process with llama-cpp-python; JSON output held
   to a schema by a grammar.
 - :class:`OpenAIBackend`: OpenAI (LlamaIndex's ``OpenAI``) or any OpenAI-compatible server
-  (``OpenAILike``); the client retries 429/5xx/timeouts with exponential backoff.
+  (``OpenAILike``); :meth:`lab.llm.LabLLM.chat` retries 429/5xx/timeouts with exponential backoff.
 """
 
 from __future__ import annotations
@@ -90,7 +90,8 @@ class OpenAIBackend:
             cfg = self.plan.cfg
             common = dict(
                 model=cfg.model, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
-                max_retries=cfg.max_retries, timeout=cfg.timeout_s,
+                max_retries=0, timeout=cfg.timeout_s,  # lab.llm retries, once (LlamaIndex's OpenAI
+                # class would retry in tenacity *and* in the client: (1 + n) ** 2 requests)
             )
             try:
                 if cfg.backend == "openai":

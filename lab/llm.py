@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import threading
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,21 @@ PRICES = {
     "gpt-4o": (2.50, 10.00),
 }
 REMOTE = {"openai", "openai_compatible"}
+
+
+class EmptyAnswer(Exception):
+    """A remote server answered with no text."""
+
+
+def _retryable(exc: Exception) -> bool:
+    """Worth another try: rate limits, server errors, timeouts, lost connections, unreadable replies."""
+    status = getattr(exc, "status_code", None)
+    if status is not None:
+        return status == 429 or status >= 500
+    names = {type(e).__name__ for e in (exc, exc.__cause__, exc.__context__) if e is not None}
+    return isinstance(exc, (json.JSONDecodeError, ValueError, KeyError, TimeoutError, ConnectionError)) or bool(
+        names & {"JSONDecodeError", "APIResponseValidationError", "ValidationError", "APITimeoutError",
+                 "APIConnectionError", "ReadTimeout", "ConnectTimeout", "RemoteProtocolError"})
 
 
 class LLMCallError(LabError):
@@ -222,6 +238,30 @@ class LabLLM:
             body["n_ctx"] = cfg.n_ctx  # a longer window can change a truncated prompt
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
+    def _call(self, messages: list[dict], schema: dict | None, temperature: float, seed: int,
+              max_tokens: int | None) -> Completion:
+        """The backend's call. Remote backends retry ``max_retries`` times with exponential
+        backoff (0.5 s, doubling, at most 8 s) on 429, 5xx, timeouts, lost connections, replies
+        that are not valid JSON and empty answers; other errors (400, 401, 404) fail at once."""
+        cfg = self.plan.cfg
+        attempts = 1 + (cfg.max_retries if cfg.backend in REMOTE else 0)
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                out = self.backend.chat(messages, schema, temperature, seed, max_tokens)
+            except Exception as exc:
+                if last or not _retryable(exc):
+                    raise
+                log.info("%s LLM call failed (%s), retry %d of %d", self.plan.role, type(exc).__name__,
+                         attempt + 1, attempts - 1)
+            else:
+                if out.text.strip() or cfg.backend not in REMOTE:
+                    return out
+                if last:
+                    raise EmptyAnswer(f"the server returned an empty answer {attempts} times")
+            time.sleep(min(8.0, 0.5 * 2 ** attempt))
+        raise AssertionError("unreachable")
+
     def chat(self, messages: list[dict], prompt_version: str, schema: dict | None = None,
              temperature: float | None = None, seed: int | None = None, max_tokens: int | None = None
              ) -> Completion:
@@ -237,7 +277,7 @@ class LabLLM:
                     self.usage.cached += 1
                 return Completion(**{**hit, "cached": True})
         try:
-            out = self.backend.chat(messages, schema, temperature, seed, max_tokens)
+            out = self._call(messages, schema, temperature, seed, max_tokens)
         except Exception as exc:  # recorded by the caller as a failed answer or judgement
             with self._lock:
                 self.usage.failed += 1

@@ -14,7 +14,9 @@ SENTINEL_KEY = "sk-sentinel-remote-0123456789"
 
 
 class FakeServer:
-    """Answers /v1/chat/completions; ``script`` is a list of HTTP statuses for the first requests."""
+    """Answers /v1/chat/completions; ``script`` lists what the first requests get: an HTTP status,
+    "timeout" (no answer for 3 s), "badjson" (200 with a body that is not JSON) or "empty" (200
+    with an empty answer)."""
 
     def __init__(self, script=(), delay=0.0):
         self.script, self.delay = list(script), delay
@@ -33,10 +35,18 @@ class FakeServer:
                     status = server.script.pop(0) if server.script else 200
                     server.in_flight += 1
                     server.max_in_flight = max(server.max_in_flight, server.in_flight)
-                time.sleep(server.delay)
+                time.sleep(3.0 if status == "timeout" else server.delay)
                 with server.lock:
                     server.in_flight -= 1
-                if status != 200:
+                if status == "badjson":
+                    data = b'{"id": "x", "choices": [ this is not json'
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                if status not in (200, "timeout", "empty"):
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Retry-After", "0")
@@ -47,7 +57,8 @@ class FakeServer:
                 payload = {
                     "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                     "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": f"echo: {question}"}}],
+                                 "message": {"role": "assistant",
+                                             "content": "" if status == "empty" else f"echo: {question}"}}],
                     "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
                 }
                 data = json.dumps(payload).encode()
