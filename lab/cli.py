@@ -403,6 +403,11 @@ def main(argv: list[str] | None = None) -> int:
     except LabError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:  # the machine, not the lab: disk full, permissions, a missing folder
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"error: {exc.strerror or exc}{where}\n  fix: check the disk and the folder's permissions; "
+              "finished work is cached", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted: finished work is cached; run the same command again to resume", file=sys.stderr)
         return 130

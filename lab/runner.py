@@ -292,6 +292,17 @@ def environment(project_root: Path) -> dict:
 
 def write_run(results: dict, samples: list[dict], cfg: ExperimentConfig, reports_root: Path) -> Path:
     """Write the run folder atomically (temporary folder, then rename) and render its report."""
+    try:
+        return _write_run(results, samples, cfg, reports_root)
+    except OSError as exc:  # disk full, read-only folder, a file where a folder should be
+        from lab.errors import LabError
+
+        raise LabError(f"cannot write the run into {reports_root / cfg.name}: {exc.strerror or exc}",
+                       hint="free disk space or make the folder writable (or pass --reports DIR); every model "
+                            "call is cached, so the rerun costs seconds") from None
+
+
+def _write_run(results: dict, samples: list[dict], cfg: ExperimentConfig, reports_root: Path) -> Path:
     from lab.report.html import render_run
 
     base = reports_root / cfg.name
