@@ -16,7 +16,7 @@ import json
 import re
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Any, Literal
 
 import yaml
 from pydantic import Field, ValidationError, model_validator
@@ -31,6 +31,27 @@ from lab.answer_config import (  # noqa: F401  (re-exported: the schema lives in
     Strict,
     TokenBudgetContext,
     TopNContext,
+)
+from lab.component_config import (  # noqa: F401  (re-exported)
+    LoaderConfig,
+    RecursiveCharacterChunker,
+    SemanticChunker,
+    FixedTokenChunker,
+    PageChunker,
+    ChunkerConfig,
+    EmbeddingConfig,
+    VectorRetriever,
+    BM25Retriever,
+    HybridRetriever,
+    RetrieverConfig,
+    AutoActivation,
+    FlagEmbeddingRerankerConfig,
+    SentenceTransformerRerankerConfig,
+    LLMPointwiseRerankerConfig,
+    KeywordOverlapRerankerConfig,
+    RerankerConfig,
+    CachesConfig,
+    GuardrailConfig,
 )
 from lab.errors import ConfigError
 
@@ -56,188 +77,6 @@ class DataConfig(Strict):
         default_factory=lambda: list(DEFAULT_CATEGORIES),
         description="Declared question categories; an eval row with another category is an error.",
     )
-
-
-class LoaderConfig(Strict):
-    name: Literal["folder"] = "folder"
-    extensions: list[str] = Field(default_factory=lambda: [".md", ".txt"])
-    max_file_bytes: int = Field(5_000_000, gt=0, description="Larger files are an error.")
-
-
-class RecursiveCharacterChunker(Strict):
-    """LangChain's RecursiveCharacterTextSplitter: sizes in characters."""
-
-    name: Literal["recursive_character"]
-    chunk_size: int = Field(1000, gt=0)
-    chunk_overlap: int = Field(200, ge=0)
-    separators: list[str] | None = None
-
-    @model_validator(mode="after")
-    def _overlap_below_size(self) -> "RecursiveCharacterChunker":
-        if self.chunk_overlap >= self.chunk_size:
-            raise ValueError(
-                f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size ({self.chunk_size})"
-            )
-        return self
-
-
-class SemanticChunker(Strict):
-    """LlamaIndex SemanticSplitterNodeParser, with embeddings batched across documents."""
-
-    name: Literal["semantic"]
-    buffer_size: int = Field(1, ge=0)
-    breakpoint_percentile_threshold: int = Field(95, gt=0, le=100)
-
-
-class FixedTokenChunker(Strict):
-    """Windows of a fixed number of tokens (tiktoken, offline) with an overlap in tokens."""
-
-    name: Literal["fixed_token"]
-    chunk_tokens: int = Field(600, gt=0)
-    overlap_tokens: int = Field(90, ge=0, description="Tokens shared by consecutive chunks (90 = 15% of 600).")
-    encoding: Literal["cl100k_base"] = Field("cl100k_base", description="The encoding shipped offline with llama-index-core.")
-
-    @model_validator(mode="after")
-    def _overlap_below_size(self) -> "FixedTokenChunker":
-        if self.overlap_tokens >= self.chunk_tokens:
-            raise ValueError(f"overlap_tokens ({self.overlap_tokens}) must be smaller than chunk_tokens "
-                             f"({self.chunk_tokens})")
-        return self
-
-
-class PageChunker(Strict):
-    """One chunk per PDF page; other documents by the recursive character splitter."""
-
-    name: Literal["page"]
-    chunk_size: int = Field(1000, gt=0, description="For documents without pages.")
-    chunk_overlap: int = Field(200, ge=0, description="For documents without pages.")
-
-
-ChunkerConfig = Annotated[
-    Union[RecursiveCharacterChunker, SemanticChunker, FixedTokenChunker, PageChunker], Field(discriminator="name")
-]
-
-
-class EmbeddingConfig(Strict):
-    model: str = Field(
-        "sentence-transformers/all-MiniLM-L6-v2",
-        description="Hub name, or a local folder. Resolved offline (see lab.models).",
-    )
-    embed_metadata: bool = Field(
-        False, description="Prepend node metadata (source, doc_type) to the embedded text."
-    )
-    batch_size: int = Field(8, gt=0, description="Texts per forward pass; small batches are fastest on CPU.")
-    query_prefix: str = ""
-    passage_prefix: str = ""
-
-
-class VectorRetriever(Strict):
-    name: Literal["vector"]
-    top_k: int = Field(4, gt=0)
-
-
-class BM25Retriever(Strict):
-    """BM25 through LanceDB's native full-text index over the chunks' text."""
-
-    name: Literal["bm25"]
-    top_k: int = Field(4, gt=0)
-
-
-class HybridRetriever(Strict):
-    """Dense top dense_k + BM25 top sparse_k, fused, top_k kept (see lab.hybrid)."""
-
-    name: Literal["hybrid"]
-    top_k: int = Field(4, gt=0)
-    dense_k: int = Field(20, gt=0, description="Candidates from the dense (vector) side.")
-    sparse_k: int = Field(20, gt=0, description="Candidates from the BM25 side.")
-    fusion: Literal["weighted", "rrf"] = Field(
-        "weighted", description="weighted: alpha * minmax(dense) + (1 - alpha) * minmax(bm25); rrf: reciprocal rank fusion.")
-    alpha: float = Field(0.5, ge=0, le=1, description="Weight of the dense side in weighted fusion.")
-    rrf_k: int = Field(60, gt=0, description="The k of RRF: score = sum of 1 / (rrf_k + rank).")
-
-
-RetrieverConfig = Annotated[Union[VectorRetriever, BM25Retriever, HybridRetriever], Field(discriminator="name")]
-
-
-class AutoActivation(Strict):
-    """Run the reranker only for questions the first stage looks unsure about."""
-
-    min_query_tokens: int = Field(10, ge=0, description="Fire for questions of more words than this.")
-    max_top_score: float = Field(0.35, description="Fire when the best first-stage score is under this.")
-    min_spread: float = Field(0.08, ge=0, description="Fire when best minus median score is under this.")
-
-
-class _RerankerBase(Strict):
-    top_n: int = Field(3, gt=0, description="How many nodes the reranker keeps.")
-    candidate_k: int | None = Field(
-        None,
-        gt=0,
-        description="How many of the retrieved nodes are scored (default: all retrieved).",
-    )
-    activation: AutoActivation | None = Field(
-        None, description="null: always rerank; a mapping: only when the policy fires (recorded per question).")
-
-
-class FlagEmbeddingRerankerConfig(_RerankerBase):
-    name: Literal["flag_embedding"]
-    model: str = "BAAI/bge-reranker-base"
-    use_fp16: bool = False
-
-
-class SentenceTransformerRerankerConfig(_RerankerBase):
-    name: Literal["sentence_transformer"]
-    model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
-
-
-class LLMPointwiseRerankerConfig(_RerankerBase):
-    """A local LLM scores each (question, passage) pair: log P(yes) - log P(no)."""
-
-    name: Literal["llm_pointwise"]
-    model: str = Field("qwen2.5-coder-1.5b-instruct", description="A GGUF name or path.")
-    first_stage_weight: float = Field(
-        0.0,
-        ge=0,
-        description="0: order by the LLM's score alone; w > 0: by z(LLM) + w * z(first-stage "
-        "score), z-scored over the candidates of each question.",
-    )
-    max_passage_chars: int = Field(1500, gt=0)
-    n_ctx: int = Field(1024, gt=0)
-    n_threads: int | None = None
-
-
-class KeywordOverlapRerankerConfig(_RerankerBase):
-    """final = vector_weight * first-stage score + overlap_weight * Jaccard(question, chunk words)."""
-
-    name: Literal["keyword_overlap"]
-    top_n: int = Field(5, gt=0)
-    vector_weight: float = Field(0.7, ge=0)
-    overlap_weight: float = Field(0.3, ge=0)
-    min_score: float = Field(0.3, description="Chunks scoring under this are dropped.")
-
-
-RerankerConfig = Annotated[
-    Union[FlagEmbeddingRerankerConfig, SentenceTransformerRerankerConfig, LLMPointwiseRerankerConfig,
-          KeywordOverlapRerankerConfig],
-    Field(discriminator="name"),
-]
-
-
-class CachesConfig(Strict):
-    """Query-side caches (the chunk-embedding cache is always on)."""
-
-    query_embeddings: bool = Field(True, description="Serve repeated questions' embeddings from the cache.")
-    semantic_threshold: float | None = Field(
-        None, gt=0, le=1,
-        description="Reuse the retrieval of an earlier question whose embedding is at least this cosine "
-        "close (null: no semantic cache).")
-
-
-class GuardrailConfig(Strict):
-    """Flag questions whose first-stage retrieval is too weak to answer from."""
-
-    min_top_score: float = Field(0.3, description="Flag when the best first-stage score is under this.")
-    suppress_generation: bool = Field(
-        True, description="Answer flagged questions 'not enough information' without calling the generator.")
 
 
 class MetricsConfig(Strict):

@@ -2,7 +2,6 @@
 hand-made runs (tests/report_fixtures.py gives the per-question values behind each figure)."""
 
 import csv
-import json
 import re
 import subprocess
 import sys
