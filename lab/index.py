@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from lab import faults
 from lab.ingest import Corpus, chunk
 
 log = logging.getLogger(__name__)
@@ -130,6 +131,7 @@ def _build(corpus: Corpus, cfg: Any, embed_model: Any, key: str, final: Path, sh
         "chunk_chars_mean": sum(len(n.get_content()) for n in nodes) / max(len(nodes), 1),
     }
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    faults.point("index.before_rename")
     os.replace(tmp, final)
     t3 = time.perf_counter()
     timings = {"chunk_s": t1 - t0, "embed_s": t2 - t1, "write_s": t3 - t2}

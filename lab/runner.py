@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+from lab import faults
 from lab.config import ExperimentConfig, dump_yaml
 
 log = logging.getLogger(__name__)
@@ -307,6 +308,10 @@ def _write_run(results: dict, samples: list[dict], cfg: ExperimentConfig, report
 
     base = reports_root / cfg.name
     base.mkdir(parents=True, exist_ok=True)
+    for debris in base.glob(".*.tmp-*"):  # left by a run killed while writing (its process is gone)
+        pid = debris.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not faults.pid_alive(int(pid)):
+            shutil.rmtree(debris, ignore_errors=True) if debris.is_dir() else debris.unlink(missing_ok=True)
     run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     suffix = 1
     while (base / run_id).exists():
@@ -322,6 +327,7 @@ def _write_run(results: dict, samples: list[dict], cfg: ExperimentConfig, report
             for s in samples:
                 fh.write(json.dumps(s, default=str) + "\n")
         render_run(tmp)
+        faults.point("run.before_rename")
         os.replace(tmp, base / run_id)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -82,11 +82,28 @@ def resume_and_compare(project: Path, name: str, baseline: dict) -> dict:
 
 
 def test_killed_while_indexing(tmp_path, baseline):
+    """SIGKILL at the last moment of an index build: the table is written, not yet renamed."""
     project = fresh(tmp_path)
-    kill_when(project, "small", lambda p: any((p / "cache" / "indexes").glob(".*.tmp-*"))
-              or rows(p / "cache" / "embeddings.sqlite", "vectors") > 0)
+    p = lab(project, "run", "small", "--no-progress", LAB_FAULT="index.before_rename")
+    assert p.returncode == -9
+    indexes = project / "cache" / "indexes"
+    assert list(indexes.glob(".*.tmp-*")) and not [d for d in indexes.iterdir() if d.is_dir() and d.name[0] != "."]
+    embedded = rows(project / "cache" / "embeddings.sqlite", "vectors")
     results = resume_and_compare(project, "small", baseline)
     assert results["index"]["reused"] is False  # the half-built index was thrown away and built again
+    assert results["index"]["texts_embedded"] == 0 and embedded > 0  # chunk vectors from the cache
+
+
+def test_killed_while_writing_the_run(tmp_path, baseline):
+    """SIGKILL after every file of the run is written, before the folder is renamed into place."""
+    project = fresh(tmp_path)
+    p = lab(project, "run", "small", "--no-progress", LAB_FAULT="run.before_rename")
+    assert p.returncode == -9
+    assert list((project / "reports" / "small").glob(".*.tmp-*"))  # the half-written run, not a run
+    assert not (project / "reports" / "small" / "LATEST").exists()
+    results = resume_and_compare(project, "small", baseline)  # which also checks the debris is gone
+    u = results["llm_usage"]
+    assert u["generation"]["calls"] == 0 and u["judge"]["calls"] == 0
 
 
 def test_killed_while_reranking(tmp_path, baseline):
