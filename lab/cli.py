@@ -33,6 +33,17 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="folder of experiment configs (default: experiments)")
 
 
+def _run_options(p: argparse.ArgumentParser, sample: bool = True) -> None:
+    """The options every verb that runs an experiment takes."""
+    p.add_argument("--kb", type=Path, help="knowledge-base folder (overrides data.knowledge_base)")
+    p.add_argument("--eval", type=Path, help="eval set JSONL (overrides data.eval_set)")
+    if sample:
+        p.add_argument("--limit", type=int, help="evaluate a stratified sample of N questions")
+        p.add_argument("--seed", type=int, help="seed of the sample (default: the config's, 13)")
+    p.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
+    p.add_argument("--cache", type=Path, help="cache folder (default: $LAB_CACHE or ~/.cache/lab)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lab",
@@ -50,12 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: lab run turn13 --limit 20",
     )
     run.add_argument("name", metavar="NAME", help="experiment name (a file in experiments/, without .yaml)")
-    run.add_argument("--kb", type=Path, help="knowledge-base folder (overrides data.knowledge_base)")
-    run.add_argument("--eval", type=Path, help="eval set JSONL (overrides data.eval_set)")
-    run.add_argument("--limit", type=int, help="evaluate a stratified sample of N questions")
-    run.add_argument("--seed", type=int, help="seed of the sample (default: the config's, 13)")
-    run.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
-    run.add_argument("--cache", type=Path, help="cache folder (default: $LAB_CACHE or ~/.cache/lab)")
+    _run_options(run)
     run.add_argument("--retrieval-only", action="store_true",
                      help="skip answers and the judge (sets generation, judge and ragas to null; recorded in "
                           "the run's config)")
@@ -110,12 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a config path and its values, e.g. retriever.alpha=0,0.5,1 (repeatable)")
     sw.add_argument("--metric", default="mrr", help="the metric that picks the best point (default: mrr)")
     sw.add_argument("--answers", action="store_true", help="also answer and judge at every point (slow)")
-    sw.add_argument("--kb", type=Path, help="knowledge-base folder (overrides data.knowledge_base)")
-    sw.add_argument("--eval", type=Path, help="eval set JSONL (overrides data.eval_set)")
-    sw.add_argument("--limit", type=int, help="a stratified sample of N questions")
-    sw.add_argument("--seed", type=int, help="seed of the sample")
-    sw.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
-    sw.add_argument("--cache", type=Path, help="cache folder (default: $LAB_CACHE or ~/.cache/lab)")
+    _run_options(sw)
     sw.add_argument("--no-progress", action="store_true", help="no progress bars")
     _common(sw)
 
@@ -135,12 +136,10 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--trials", type=int, default=12, help="Optuna trials (default: 12)")
     opt.add_argument("--metric", default="mrr", help="the metric to maximise (default: mrr)")
     opt.add_argument("--dev-fraction", type=float, default=0.5, help="share of questions for search (default 0.5)")
-    opt.add_argument("--seed", type=int, default=13, help="seed of the split and the sampler (default: 13)")
+    opt.add_argument("--seed", dest="split_seed", type=int, default=13,
+                     help="seed of the split and the sampler (default: 13)")
     opt.add_argument("--no-config", action="store_true", help="do not write experiments/NAME-optimized.yaml")
-    opt.add_argument("--kb", type=Path, help="knowledge-base folder (overrides data.knowledge_base)")
-    opt.add_argument("--eval", type=Path, help="eval set JSONL (overrides data.eval_set)")
-    opt.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
-    opt.add_argument("--cache", type=Path, help="cache folder (default: $LAB_CACHE or ~/.cache/lab)")
+    _run_options(opt, sample=False)
     _common(opt)
 
     sub.add_parser("models", help="show where each known model resolves on this machine",
@@ -183,9 +182,9 @@ def _overrides(args: argparse.Namespace) -> dict:
         data["knowledge_base"] = str(args.kb.expanduser().resolve())
     if args.eval is not None:
         data["eval_set"] = str(args.eval.expanduser().resolve())
-    if args.limit is not None:
+    if getattr(args, "limit", None) is not None:
         sample["limit"] = args.limit
-    if args.seed is not None:
+    if getattr(args, "seed", None) is not None:
         sample["seed"] = args.seed
     out = {}
     if data:

@@ -52,9 +52,9 @@ def cmd_optimize(args: argparse.Namespace) -> int:
         os.environ["LAB_CACHE"] = str(args.cache.resolve())
     opts = RunOptions(project_root=args.experiments.resolve().parent, reports_root=args.reports,
                       cache_root=cache_dir(), show_progress=False)
-    overrides = _overrides(argparse.Namespace(kb=args.kb, eval=args.eval, limit=None, seed=None))
+    overrides = _overrides(args)
     s = run_optimize(args.name, args.experiments, ranges, overrides, opts, args.metric, args.trials,
-                     args.dev_fraction, args.seed, not args.no_config)
+                     args.dev_fraction, args.split_seed, not args.no_config)
     m = args.metric
     for i, p in enumerate(s["points"]):
         print(f"trial {p['trial']:>3}  {p['label']:<48} dev {m} {p['metrics'].get(m, 0):.4f}  {p['seconds']:6.1f} s"

@@ -111,14 +111,14 @@ class HybridRetriever(BaseRetriever):
                                    [(n.node.node_id, n.score) for n in sparse], cfg.alpha)
         dense_rank = {n.node.node_id: r for r, n in enumerate(dense, start=1)}
         sparse_rank = {n.node.node_id: r for r, n in enumerate(sparse, start=1)}
+        from lab.second_stage import hide_from_models
+
         out = []
         for i, score, d, s in rows[: cfg.top_k]:
             node = nodes[i]
             node.metadata["lab_scores"] = {"dense": d, "sparse": s, "dense_rank": dense_rank.get(i),
                                            "sparse_rank": sparse_rank.get(i)}
-            for hidden in (node.excluded_llm_metadata_keys, node.excluded_embed_metadata_keys):
-                if "lab_scores" not in hidden:
-                    hidden.append("lab_scores")
+            hide_from_models(node, "lab_scores")
             out.append(NodeWithScore(node=node, score=float(score)))
         return out
 

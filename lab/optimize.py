@@ -76,8 +76,7 @@ def run_optimize(name: str, experiments_dir: Path, ranges: list[Range], base_ove
     from lab.config import load_experiment, merge
     from lab.evalset import load_eval_set
     from lab.pipeline import project_path
-    from lab.runner import RunOptions, run_experiment
-    from lab.sweep import nested
+    from lab.sweep import nested, run_point
 
     base = load_experiment(name, experiments_dir, base_overrides)
     eval_set = load_eval_set(project_path(opts.project_root, base.data.eval_set), base.data.categories)
@@ -98,11 +97,7 @@ def run_optimize(name: str, experiments_dir: Path, ranges: list[Range], base_ove
         return cfg.model_copy(update={"name": f"{name}[{label}]"})
 
     def evaluate(cfg: Any) -> dict:
-        run_dir = run_experiment(cfg, RunOptions(opts.project_root, folder / "runs", opts.cache_root, False))
-        results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
-        return {"metrics": {m: v["mean"] for m, v in results["metrics"]["overall"].items()},
-                "seconds": results["timings"]["total_s"], "index_reused": results["index"]["reused"],
-                "texts_embedded": results["index"]["texts_embedded"], "run": str(run_dir)}
+        return run_point(cfg, opts, folder / "runs", False)
 
     points: list[dict] = []
 

@@ -57,13 +57,14 @@ class KeywordOverlapReranker(BaseNodePostprocessor):
             overlap = jaccard(q, words(n.node.get_content()))
             final = self.vector_weight * float(n.score or 0.0) + self.overlap_weight * overlap
             n.node.metadata["lab_overlap"] = overlap
-            _hide(n.node, "lab_overlap")
+            hide_from_models(n.node, "lab_overlap")
             scored.append(NodeWithScore(node=n.node, score=final))
         scored.sort(key=lambda x: -x.score)
         return [n for n in scored if n.score >= self.min_score][: self.top_n]
 
 
-def _hide(node: Any, key: str) -> None:
+def hide_from_models(node: Any, key: str) -> None:
+    """Keep a metadata entry the lab records (scores) out of the text models read and embed."""
     for hidden in (node.excluded_llm_metadata_keys, node.excluded_embed_metadata_keys):
         if key not in hidden:
             hidden.append(key)

@@ -86,8 +86,6 @@ def point_configs(name: str, experiments_dir: Path, dials: list[Dial], base_over
 
 def run_sweep(name: str, experiments_dir: Path, dials: list[Dial], base_overrides: dict, opts: Any,
               metric: str = "mrr", answers: bool = False) -> Path:
-    from lab.runner import RunOptions, run_experiment
-
     configs = point_configs(name, experiments_dir, dials, base_overrides, answers)
     folder = opts.reports_root / "_sweep" / f"{name}-{'-'.join(d.name for d in dials)}"
     folder.mkdir(parents=True, exist_ok=True)
@@ -95,14 +93,7 @@ def run_sweep(name: str, experiments_dir: Path, dials: list[Dial], base_override
     for point, cfg in configs:
         label = point_label(point)
         cfg = cfg.model_copy(update={"name": f"{name}[{label}]"})
-        point_opts = RunOptions(opts.project_root, folder, opts.cache_root, opts.show_progress)
-        run_dir = run_experiment(cfg, point_opts)
-        results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
-        rows.append({"point": point, "label": label, "run": str(run_dir),
-                     "metrics": {m: v["mean"] for m, v in results["metrics"]["overall"].items()},
-                     "index_reused": results["index"]["reused"],
-                     "texts_embedded": results["index"]["texts_embedded"],
-                     "seconds": results["timings"]["total_s"]})
+        rows.append({"point": point, "label": label, **run_point(cfg, opts, folder, opts.show_progress)})
     best = best_point(rows, metric)
     summary = {"experiment": name, "metric": metric, "dials": {d.name: d.values for d in dials},
                "best": best, "points": rows}
@@ -112,6 +103,17 @@ def run_sweep(name: str, experiments_dir: Path, dials: list[Dial], base_override
 
     render_sweep(summary, folder / "sweep.html")
     return folder
+
+
+def run_point(cfg: Any, opts: Any, reports_root: Path, show_progress: bool) -> dict:
+    """Run one configuration into ``reports_root`` and read back what a sweep or a search needs."""
+    from lab.runner import RunOptions, run_experiment
+
+    run_dir = run_experiment(cfg, RunOptions(opts.project_root, reports_root, opts.cache_root, show_progress))
+    results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
+    return {"run": str(run_dir), "metrics": {m: v["mean"] for m, v in results["metrics"]["overall"].items()},
+            "index_reused": results["index"]["reused"], "texts_embedded": results["index"]["texts_embedded"],
+            "seconds": results["timings"]["total_s"]}
 
 
 def best_point(rows: list[dict], metric: str) -> int | None:
