@@ -30,11 +30,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from lab.config import load_experiment  # noqa: E402
-from lab.evalset import load_eval_set, stratified_sample  # noqa: E402
-from lab.backends import LlamaCppBackend  # noqa: E402
-from lab.llm import CallCache, LabLLM  # noqa: E402
-from lab.pipeline import open_pipeline, resolve_models  # noqa: E402
+from lab.config import load_experiment
+from lab.eval.evalset import load_eval_set, stratified_sample
+from lab.models.backends import LlamaCppBackend
+from lab.caches import CallCache
+from lab.models.llm import LabLLM
+from lab.rag.pipeline import open_pipeline, resolve_models
 
 
 class Recording(LlamaCppBackend):
@@ -73,13 +74,13 @@ def main() -> None:
 
     from llama_cpp import Llama
 
-    from lab.stages import answer_stage, judge_stage, retrieve_stage
-    from lab.runner import Timer
+    from lab.eval.stages import answer_stage, judge_stage, retrieve_stage
+    from lab.eval.stages import Timer
 
     cfg = load_experiment(args.experiment, ROOT / "experiments")
     plans = resolve_models(cfg, ROOT)
     rows = stratified_sample(load_eval_set(ROOT / cfg.data.eval_set, cfg.data.categories).rows, args.n, 13)
-    from lab.models import cache_dir
+    from lab.paths import cache_dir
 
     pipe = open_pipeline(cfg, plans, ROOT, cache_dir(), show_progress=False)
     timer = Timer()

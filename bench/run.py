@@ -31,13 +31,14 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from lab.config import load_experiment  # noqa: E402
-from lab.embeddings import LabEmbedding  # noqa: E402
-from lab.evalset import load_eval_set  # noqa: E402
-from lab.index import open_or_build  # noqa: E402
-from lab.ingest import chunk, load_folder  # noqa: E402
+from lab.config import load_experiment
+from lab.models.embeddings import LabEmbedding
+from lab.eval.evalset import load_eval_set
+from lab.rag.index import open_or_build
+from lab.rag.chunkers import chunk
+from lab.rag.loaders import load_folder
 from lab.metrics.retrieval import question_scores  # noqa: E402
-from lab.models import resolve_hf_model  # noqa: E402
+from lab.models.resolve import resolve_hf_model
 
 INSURELLM = ROOT.parent / "shared" / "benchmarks" / "insurellm"
 
@@ -102,7 +103,8 @@ def main() -> None:
     print(f"index build      lab {t_lab:7.2f} s   plain encode {t_plain:7.2f} s   ratio {t_lab / t_plain:.3f}")
 
     # 2. retrieval eval ---------------------------------------------------------------------------
-    from lab.runner import Timer, _evaluate
+    from lab.eval.stages import Timer
+    from lab.eval.runner import _evaluate
 
     with tempfile.TemporaryDirectory() as tmp:
         emb = lab_embedding()

@@ -18,12 +18,28 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import logging
+import json
 import os
 import sys
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import yaml
+
+from lab.config import dump_yaml, load_experiment, retrieval_only
 from lab.errors import LabError
+from lab.paths import cache_dir, follow_latest, resolve_run
+from lab.progress import setup_logging
+from lab.report.html import load_run, render_run
+from lab.report.terminal import summary_lines
+
+if TYPE_CHECKING:
+    from lab.eval.runner import RunOptions
+
+# The verbs that build or run pipelines import lab.rag, lab.eval and lab.models inside their
+# handlers: those pull in torch, LanceDB and LlamaIndex (seconds), which `lab report`, `lab show`,
+# `lab compare` and `lab list` never need.
 
 EPILOG = "Exit codes: 0 done, 2 bad input (config, data or model; the message says how to fix it), 130 interrupted."
 
@@ -163,19 +179,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname).1s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
-        stream=sys.stderr,
-    )
-    for noisy in ("httpx", "llama_index", "sentence_transformers", "urllib3", "huggingface_hub", "filelock"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    os.environ.setdefault("LANCE_LOG", "error")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-
 def _overrides(args: argparse.Namespace) -> dict:
     data, sample = {}, {}
     if args.kb is not None:
@@ -192,40 +195,43 @@ def _overrides(args: argparse.Namespace) -> dict:
     if sample:
         out["sample"] = sample
     if getattr(args, "retrieval_only", False):
-        out.update(generation=None, judge=None, ragas=None)
+        out = retrieval_only(out)
     return out
 
 
+def _cache_root(args: argparse.Namespace) -> Path:
+    """``--cache DIR``, else ``$LAB_CACHE``, else ``~/.cache/lab``."""
+    if getattr(args, "cache", None):
+        path = args.cache.expanduser().resolve()
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    return cache_dir()
+
+
+def _run_opts(args: argparse.Namespace, show_progress: bool | None = None) -> "RunOptions":
+    from lab.eval.runner import RunOptions  # heavy (see the top of this module)
+
+    if show_progress is None:
+        show_progress = not args.no_progress and sys.stderr.isatty()
+    return RunOptions(project_root=args.experiments.resolve().parent, reports_root=args.reports,
+                      cache_root=_cache_root(args), show_progress=show_progress)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    from lab.config import load_experiment
-    from lab.models import cache_dir
-    from lab.runner import RunOptions, run_experiment
+    from lab.eval.runner import run_experiment  # heavy (see the top of this module)
 
     cfg = load_experiment(args.name, args.experiments, _overrides(args))
-    if args.cache:
-        os.environ["LAB_CACHE"] = str(args.cache.resolve())
-    opts = RunOptions(
-        project_root=args.experiments.resolve().parent,
-        reports_root=args.reports,
-        cache_root=cache_dir(),
-        show_progress=not args.no_progress and sys.stderr.isatty(),
-    )
-    run_dir = run_experiment(cfg, opts)
+    run_dir = run_experiment(cfg, _run_opts(args))
     _print_summary(run_dir)
     print(f"report: {run_dir / 'report.html'}")
     return 0
 
 
 def _print_summary(run_dir: Path) -> None:
-    from lab.report.html import load_run
-    from lab.report.terminal import summary_lines
-
     print("\n".join(summary_lines(*load_run(run_dir))))
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    import yaml
-
     for path in sorted(args.experiments.glob("*.yaml")):
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         parent = f" (extends {raw['extends']})" if raw.get("extends") else ""
@@ -234,29 +240,27 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from lab.config import dump_yaml, load_experiment
-    from lab.pipeline import resolve_models
+    from lab.eval.judge import resolve_judge  # heavy (see the top of this module)
+    from lab.rag.pipeline import resolve_models
 
     cfg = load_experiment(args.name, args.experiments)
     print(dump_yaml(cfg), end="")
-    plans = resolve_models(cfg, args.experiments.resolve().parent)
+    root = args.experiments.resolve().parent
+    plans = resolve_models(cfg, root)
+    judge = resolve_judge(cfg.judge, root)
     emb = plans.embedding
     print(f"# embedding model: {emb.name} -> {emb.location} ({emb.source})")
     if plans.reranker:
         m = plans.reranker.model
         print(f"# reranker model: {m.name} -> {m.location} ({m.source})")
-    for plan in (plans.generation, plans.judge):
+    for plan in (plans.generation, judge):
         if plan is not None:
             print(f"# {plan.role} LLM: {plan.cfg.backend} {plan.cfg.model} -> {plan.location}")
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from lab.report.html import render_run
-
-    run_dir = args.run_dir
-    if run_dir.name == "LATEST" and run_dir.is_file():
-        run_dir = run_dir.parent / run_dir.read_text().strip()
+    run_dir = follow_latest(args.run_dir)
     if not (run_dir / "results.json").is_file():
         raise LabError(f"{run_dir} is not a run folder (no results.json)", hint="pass reports/<NAME>/<run-id>")
     print(render_run(run_dir))
@@ -264,7 +268,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from lab.models import GGUF_MODELS, PACKAGED_HF_MODELS, resolve_gguf, resolve_hf_model
+    from lab.models.resolve import GGUF_MODELS, PACKAGED_HF_MODELS, resolve_gguf, resolve_hf_model
 
     names = list(PACKAGED_HF_MODELS) + ["BAAI/bge-reranker-base", "cross-encoder/ms-marco-MiniLM-L-6-v2"]
     for name in names:
@@ -282,19 +286,13 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    import time
-
-    from lab.config import load_experiment
-    from lab.models import cache_dir
-    from lab.pipeline import open_pipeline, resolve_models
+    from lab.rag.pipeline import open_pipeline, resolve_models  # heavy (see the top of this module)
 
     cfg = load_experiment(args.name, args.experiments)
-    if args.cache:
-        os.environ["LAB_CACHE"] = str(args.cache.resolve())
     root = args.experiments.resolve().parent
     t0 = time.perf_counter()
     plans = resolve_models(cfg, root)
-    engine = open_pipeline(cfg, plans, root, cache_dir(), show_progress=sys.stderr.isatty()).query_engine()
+    engine = open_pipeline(cfg, plans, root, _cache_root(args), show_progress=sys.stderr.isatty()).query_engine()
     startup = time.perf_counter() - t0
     questions = [args.question] if args.question else (line.strip() for line in sys.stdin)
     history: list[dict] = []
@@ -321,7 +319,56 @@ def _print_answer(response, startup: float) -> None:
     print(f"\n{first}retrieve {1000 * t['retrieve_s']:.0f} ms · rerank {1000 * t['rerank_s']:.0f} ms · {gen}")
 
 
-from lab.cli_reports import cmd_compare, cmd_optimize, cmd_show, cmd_sweep  # noqa: E402
+def cmd_compare(args: argparse.Namespace) -> int:
+    from lab.report.compare import default_folder, load_runs, paired_lines, render_compare, table, warnings
+
+    runs = load_runs(args.runs, args.reports)
+    print("\n".join(table([r.results for r in runs])))
+    print("\n".join(paired_lines(runs)))
+    for w in warnings([r.results for r in runs]):
+        print(f"warning: {w}")
+    if not args.no_html:
+        out = render_compare(runs, args.out or default_folder(runs, args.reports))
+        print(f"comparison: {out}")
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from lab.eval.sweep import parse_dial, run_sweep, table  # heavy (see the top of this module)
+
+    dials = [parse_dial(d) for d in args.dials]
+    folder = run_sweep(args.name, args.experiments, dials, _overrides(args), _run_opts(args), args.metric,
+                       args.answers)
+    print("\n".join(table(json.loads((folder / "sweep.json").read_text()))))
+    print(f"sweep: {folder / 'sweep.html'}")
+    return 0
+
+
+def cmd_optimize(args: argparse.Namespace) -> int:
+    from lab.eval.optimize import DEFAULT_SPACE, parse_range, run_optimize  # heavy (see the top of this module)
+
+    ranges = [parse_range(s) for s in (args.space or DEFAULT_SPACE)]
+    s = run_optimize(args.name, args.experiments, ranges, _overrides(args), _run_opts(args, False), args.metric,
+                     args.trials,
+                     args.dev_fraction, args.split_seed, not args.no_config)
+    m = args.metric
+    for i, p in enumerate(s["points"]):
+        print(f"trial {p['trial']:>3}  {p['label']:<48} dev {m} {p['metrics'].get(m, 0):.4f}  {p['seconds']:6.1f} s"
+              + ("   <- best" if i == s["best"] else ""))
+    print(f"held-out ({s['n_held_out']} questions) {m}: best {s['held_out']['best'].get(m):.4f}, "
+          f"{args.name} {s['held_out']['base'].get(m):.4f}")
+    if s.get("config"):
+        print(f"config: {s['config']}")
+    print(f"optimize: {Path(s['folder']) / 'optimize.html'}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    folder = resolve_run(args.run, args.reports)
+    _print_summary(folder)
+    print(f"report: {folder / 'report.html'}")
+    return 0
+
 
 COMMANDS = {"run": cmd_run, "ask": cmd_ask, "compare": cmd_compare, "show": cmd_show, "sweep": cmd_sweep, "optimize": cmd_optimize, "list": cmd_list, "validate": cmd_validate, "report": cmd_report, "models": cmd_models}
 
@@ -332,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 2
-    _setup_logging(args.verbose)
+    setup_logging(args.verbose)
     try:
         return COMMANDS[args.command](args)
     except LabError as exc:

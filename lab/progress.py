@@ -1,10 +1,13 @@
-"""Progress with ETA: a tqdm bar on a terminal, periodic log lines elsewhere (CI, nohup)."""
+"""What a run prints: progress with ETA (a tqdm bar on a terminal, periodic log lines
+elsewhere: CI, ``| tee``, nohup) and the process's logging set-up."""
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -33,8 +36,24 @@ def run_all(fn: Callable[[T], object], items: Sequence[T], desc: str, bar: bool,
     threads (remote LLM calls), results still in input order."""
     if concurrency <= 1:
         return [fn(x) for x in progress(items, len(items), desc, bar)]
-    from concurrent.futures import ThreadPoolExecutor
-
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         futures = [pool.submit(fn, x) for x in items]
         return [f.result() for f in progress(futures, len(futures), desc, bar)]
+
+
+#: Libraries whose INFO chatter is not the user's business (their warnings still show).
+QUIET_LOGGERS = ("httpx", "llama_index", "sentence_transformers", "urllib3", "huggingface_hub", "filelock")
+
+
+def setup_logging(verbose: bool) -> None:
+    """The CLI's logging: lab INFO lines (with times) on stderr, libraries at WARNING."""
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname).1s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stderr,
+    )
+    for noisy in QUIET_LOGGERS:
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    os.environ.setdefault("LANCE_LOG", "error")  # read by Lance's Rust logger when it loads
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import difflib
-from typing import Callable, Generic, TypeVar
+from typing import Callable, Generic, Iterable, TypeVar
 
 from lab.errors import ConfigError
 
 T = TypeVar("T")
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """``"did you mean 'x'? "`` for the closest of ``choices``, or ``""`` when none is close."""
+    close = difflib.get_close_matches(name, list(choices), n=1)
+    return f"did you mean {close[0]!r}? " if close else ""
 
 
 class Registry(Generic[T]):
@@ -33,8 +39,7 @@ class Registry(Generic[T]):
         """Raise a ConfigError naming the valid choices if ``name`` is unknown."""
         if name in self._items:
             return
-        close = difflib.get_close_matches(name, self._items, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
+        hint = did_you_mean(name, self._items)
         prefix = f"{where}: " if where else ""
         raise ConfigError(
             f"{prefix}unknown {self.kind} {name!r}",

@@ -20,7 +20,8 @@ def main() -> None:
 
     sys.path.insert(0, str(ROOT))
     from lab.config import load_experiment
-    from lab.ingest import chunk, load_folder
+    from lab.rag.chunkers import chunk
+    from lab.rag.loaders import load_folder
 
     cfg = load_experiment("turn13", ROOT / "experiments")
     corpus = load_folder(ROOT / cfg.data.knowledge_base, cfg.loader.extensions, cfg.loader.max_file_bytes, False)

@@ -38,7 +38,7 @@ def project(tmp_path) -> Path:
 @pytest.fixture(scope="session")
 def minilm():
     """The real packaged all-MiniLM-L6-v2, loaded once per session, with no cache."""
-    from lab.embeddings import LabEmbedding
-    from lab.models import resolve_hf_model
+    from lab.models.embeddings import LabEmbedding
+    from lab.models.resolve import resolve_hf_model
 
     return LabEmbedding(resolve_hf_model("sentence-transformers/all-MiniLM-L6-v2", "embedding model"), None)

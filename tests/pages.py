@@ -83,7 +83,8 @@ def screenshots(run_dir: Path, compare_html: Path, out: Path, b=None) -> list[Pa
 
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from lab.report.compare import default_folder, load_runs, render_compare, resolve_run
+    from lab.report.compare import default_folder, load_runs, render_compare
+    from lab.paths import resolve_run
 
     ap = argparse.ArgumentParser(description="PNG screenshots of a run report and a comparison, for docs/")
     ap.add_argument("--run", required=True, help="experiment NAME or run folder for the run report")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lab.judge import calibration_summary
+from lab.eval.judge import calibration_summary
 from lab.metrics.aggregate import by_category, mean_table
 
 SCRIPT_CHUNK = ('Claims desk <b>bold</b> <script>window.__pwned = 1; document.title = "pwned"</script> '

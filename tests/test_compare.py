@@ -5,7 +5,8 @@ import json
 import pytest
 
 from lab.errors import LabError
-from lab.report.compare import resolve_run, table, warnings
+from lab.paths import resolve_run
+from lab.report.compare import table, warnings
 
 
 def run(name="turn13", run_id="20261122-100000", mrr=0.5, acc=3.0, judge="qwen2.5-coder-1.5b-instruct",

@@ -140,9 +140,9 @@ def test_overrides_and_fingerprint(tmp_path):
 
 def test_registries_match_the_config_schema():
     from lab.config import ChunkerConfig, RerankerConfig, RetrieverConfig, component_names
-    from lab.ingest import CHUNKERS
-    from lab.rerank import RERANKERS
-    from lab.retrieval import RETRIEVERS
+    from lab.rag.chunkers import CHUNKERS
+    from lab.rag.postprocess import RERANKERS
+    from lab.rag.retrievers import RETRIEVERS
 
     assert CHUNKERS.names() == sorted(component_names(ChunkerConfig))
     assert RETRIEVERS.names() == sorted(component_names(RetrieverConfig))

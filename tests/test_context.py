@@ -4,7 +4,8 @@ import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from lab.config import CharBudgetContext, TokenBudgetContext, TopNContext
-from lab.context import budget_fill, build_context, count_tokens, format_passages
+from lab.rag.context import budget_fill, build_context, format_passages
+from lab.rag.tokens import count_tokens
 
 
 def nodes(*texts):
@@ -51,6 +52,6 @@ def test_token_budget_counts_cl100k_tokens_offline():
 
 
 def test_format_passages_numbers_from_one():
-    from lab.context import Passage
+    from lab.rag.context import Passage
 
     assert format_passages([Passage("a", None, " x \n")]) == "[1] (source: unknown)\nx"

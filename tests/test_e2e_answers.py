@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.judge import DIMENSIONS, calibration_summary
+from lab.eval.judge import DIMENSIONS, calibration_summary
 
 from runs import lab, lab_env, latest, load
 
@@ -166,7 +166,7 @@ def test_python_api_returns_the_same_engine_and_answer(judged, monkeypatch):
     monkeypatch.setenv("LAB_CACHE", str(project / "cache"))
     from llama_index.core.query_engine import RetrieverQueryEngine
 
-    from lab.pipeline import query_engine
+    from lab.rag.pipeline import query_engine
 
     engine = query_engine("small", project / "experiments")
     assert isinstance(engine, RetrieverQueryEngine)

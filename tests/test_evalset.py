@@ -6,7 +6,7 @@ import pytest
 
 from lab.config import DEFAULT_CATEGORIES
 from lab.errors import DataError
-from lab.evalset import load_eval_set, stratified_sample
+from lab.eval.evalset import load_eval_set, stratified_sample
 
 ROOT = Path(__file__).resolve().parents[1]
 GOOD = {"question": "q?", "keywords": ["k"], "reference_answer": "a", "category": "direct_fact"}
@@ -56,7 +56,7 @@ def test_stratified_sample_is_proportional_seeded_and_ordered(tmp_path):
 
 
 def test_stratified_sample_keeps_every_category():
-    from lab.evalset import EvalRow
+    from lab.eval.evalset import EvalRow
 
     rows = [EvalRow(**{**GOOD, "id": str(i)}) for i in range(97)]
     rows += [EvalRow(**{**GOOD, "id": f"t{i}", "category": "temporal"}) for i in range(3)]
@@ -83,7 +83,7 @@ def test_shipped_references_point_at_their_text():
 
 
 def test_spans_outside_or_not_matching_their_document_name_line_and_field(tmp_path):
-    from lab.evalset import check_references, load_eval_set
+    from lab.eval.evalset import check_references, load_eval_set
 
     doc = {"a.md": "The Ember 90 costs 8,400 euros."}
     def write(refs):

@@ -4,8 +4,10 @@ import pytest
 from llama_index.core.schema import NodeWithScore, TextNode
 
 from lab.config import GenerationConfig, LLMConfig
-from lab.generation import REFUSAL, LabSynthesizer, is_refusal, parse_citations
-from lab.llm import Completion, LabLLM, LLMPlan
+from lab.rag.generation import REFUSAL, LabSynthesizer, is_refusal, parse_citations
+from lab.models.backends import Completion
+from lab.models.llm import LabLLM
+from lab.models.resolve import LLMPlan
 
 
 @pytest.mark.parametrize("text, n, expected", [

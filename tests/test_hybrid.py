@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from lab.hybrid import _fts_query, minmax, rrf_fusion, weighted_fusion
+from lab.rag.retrievers import _fts_query, minmax, rrf_fusion, weighted_fusion
 from runs import lab, latest, load
 
 DENSE = [("a", 0.9), ("b", 0.5), ("c", 0.1)]  # normalised: a 1, b 0.5, c 0

@@ -3,10 +3,10 @@ from pathlib import Path
 import pytest
 
 from lab.config import load_experiment
-from lab.embeddings import build_embedding
-from lab.index import index_key, open_or_build, table_rows
-from lab.ingest import load_folder
-from lab.models import resolve_hf_model
+from lab.models.embeddings import build_embedding
+from lab.rag.index import index_key, open_or_build, table_rows
+from lab.rag.loaders import load_folder
+from lab.models.resolve import resolve_hf_model
 
 FIX = Path(__file__).parent / "fixtures"
 
@@ -47,7 +47,7 @@ def test_key_depends_on_corpus_chunker_and_model(tmp_path):
 
 def test_interrupted_build_leaves_no_table_and_is_rebuilt(tmp_path, monkeypatch):
     cfg, emb, corpus = setup("small", tmp_path)
-    import lab.index as index_mod
+    import lab.rag.index as index_mod
 
     def crash(*a, **k):
         raise KeyboardInterrupt
@@ -67,7 +67,7 @@ def test_interrupted_build_leaves_no_table_and_is_rebuilt(tmp_path, monkeypatch)
 def test_batched_retrieval_equals_the_llamaindex_path(tmp_path):
     from llama_index.core.schema import QueryBundle
 
-    from lab.retrieval import build_retriever
+    from lab.rag.retrievers import build_retriever
 
     cfg, emb, corpus = setup("small", tmp_path)
     handle = open_or_build(corpus, cfg, emb, tmp_path, show_progress=False)

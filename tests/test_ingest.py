@@ -5,7 +5,8 @@ from llama_index.core.schema import MetadataMode
 
 from lab.config import RecursiveCharacterChunker, SemanticChunker
 from lab.errors import DataError
-from lab.ingest import chunk, load_folder
+from lab.rag.chunkers import chunk
+from lab.rag.loaders import load_folder
 
 FIX = Path(__file__).parent / "fixtures"
 
@@ -93,8 +94,8 @@ def test_batched_semantic_splitter_matches_the_stock_parser(minilm):
 
 
 def test_token_windows_overlap_by_the_given_tokens_and_cover_the_text():
-    from lab.context import _encoding
-    from lab.ingest import token_windows
+    from lab.rag.tokens import encoding as _encoding
+    from lab.rag.chunkers import token_windows
 
     text = "".join(f"Sentence number {i} says something about kilns. " for i in range(60))
     enc = _encoding("cl100k_base")

@@ -3,10 +3,10 @@
 import pytest
 
 from lab.config import LLMConfig
-from lab.judge import (
-    JUDGE_FIELDS, calibration_summary, judge_one, judge_questions, mismatch_partners, parse_judgement,
-)
-from lab.llm import Completion, LabLLM, LLMPlan
+from lab.eval.judge import JUDGE_FIELDS, calibration_summary, judge_one, judge_questions, mismatch_partners, parse_judgement
+from lab.models.backends import Completion
+from lab.models.llm import LabLLM
+from lab.models.resolve import LLMPlan
 from lab.prompts import load_prompt
 
 PROMPT = load_prompt("judge-v1", JUDGE_FIELDS)

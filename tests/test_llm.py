@@ -4,7 +4,10 @@ import pytest
 
 from lab.config import LLMConfig
 from lab.errors import ConfigError
-from lab.llm import CallCache, Completion, LabLLM, LLMPlan, read_dotenv, resolve_llm
+from lab.caches import CallCache
+from lab.models.backends import Completion
+from lab.models.llm import LabLLM
+from lab.models.resolve import LLMPlan, read_dotenv, resolve_llm
 
 MSGS = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
 
@@ -109,7 +112,7 @@ def test_unreachable_compatible_server_stops_at_start_up(tmp_path):
 
 
 def test_a_failing_call_is_an_llm_call_error_without_the_key(tmp_path):
-    from lab.llm import LLMCallError
+    from lab.models.llm import LLMCallError
 
     class Boom:
         def chat(self, *a, **k):

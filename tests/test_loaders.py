@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 
 from lab.config import PageChunker
-from lab.ingest import chunk, load_folder
-from lab.loaders import PAGE_SEPARATOR, Unreadable, html_text, pages_of, read_docx, read_html, read_pdf
+from lab.rag.chunkers import chunk
+from lab.rag.loaders import load_folder
+from lab.rag.loaders import PAGE_SEPARATOR, Unreadable, html_text, pages_of, read_docx, read_html, read_pdf
 
 
 def make_pdf(path: Path, pages: list[str]) -> Path:

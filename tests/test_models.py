@@ -3,7 +3,7 @@ import time
 import pytest
 
 from lab.errors import ModelNotFoundError
-from lab.models import resolve_gguf, resolve_hf_model
+from lab.models.resolve import resolve_gguf, resolve_hf_model
 
 
 def test_minilm_resolves_to_the_packaged_copy_offline(monkeypatch, tmp_path):
@@ -15,7 +15,7 @@ def test_minilm_resolves_to_the_packaged_copy_offline(monkeypatch, tmp_path):
 def test_packaged_copy_wins_before_any_hub_probe(monkeypatch, tmp_path):
     import socket
 
-    from lab import models
+    from lab.models import resolve as models
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path))

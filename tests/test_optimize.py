@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from lab.errors import ConfigError
-from lab.optimize import parse_range, split_rows
+from lab.eval.optimize import parse_range, split_rows
 from runs import lab
 
 
@@ -22,7 +22,7 @@ def test_parse_range():
 
 
 def test_split_is_stratified_disjoint_and_seeded():
-    from lab.evalset import EvalRow
+    from lab.eval.evalset import EvalRow
 
     rows = [EvalRow(id=f"q{i}", question="q?", keywords=["k"], reference_answer="a",
                     category="a" if i < 8 else "b") for i in range(12)]

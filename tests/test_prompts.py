@@ -1,8 +1,8 @@
 import pytest
 
 from lab.errors import ConfigError
-from lab.generation import ANSWER_FIELDS
-from lab.judge import JUDGE_FIELDS
+from lab.rag.generation import ANSWER_FIELDS
+from lab.eval.judge import JUDGE_FIELDS
 from lab.prompts import available, load_prompt
 
 

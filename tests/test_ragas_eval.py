@@ -1,4 +1,4 @@
-"""lab.ragas_eval: ragas metrics with a rule-following fake judge, so every value is hand arithmetic.
+"""lab.eval.ragas: ragas metrics with a rule-following fake judge, so every value is hand arithmetic.
 
 The fake LLM answers ragas' own prompts (recognised by their instructions) by string rules on the
 input JSON at the end of each prompt: statements are the answer's sentences, a statement or
@@ -22,7 +22,7 @@ from llama_index.core.llms import CompletionResponse, CustomLLM, LLMMetadata
 from llama_index.core.llms.callbacks import llm_completion_callback
 
 from lab.errors import ConfigError, DataError
-from lab.ragas_eval import RAGAS_METRICS, evaluate_ragas
+from lab.eval.ragas import RAGAS_METRICS, evaluate_ragas
 
 PROMPT_KINDS = {  # the first words of each ragas 0.4.3 prompt's instruction
     "Given a question and an answer, analyze the complexity": "statements",
@@ -232,7 +232,7 @@ def test_unknown_metric_and_bad_rows_fail_before_any_work():
 
 def test_importing_the_module_imports_nothing_heavy():
     code = (
-        "import sys, lab.ragas_eval; "
+        "import sys, lab.eval.ragas; "
         "heavy = [m for m in ('ragas', 'langchain_core', 'langchain_community', 'openai', 'tiktoken') if m in sys.modules]; "
         "assert not heavy, heavy"
     )
@@ -240,7 +240,7 @@ def test_importing_the_module_imports_nothing_heavy():
 
 
 def test_offline_env_points_tiktoken_at_the_bundled_cache(monkeypatch):
-    from lab.ragas_eval import offline_env
+    from lab.eval.ragas import offline_env
 
     for name in ("TIKTOKEN_CACHE_DIR", "RAGAS_DO_NOT_TRACK", "HF_HUB_OFFLINE"):
         monkeypatch.setenv(name, "")  # so that monkeypatch restores them afterwards

@@ -8,7 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from lab.config import LLMConfig
-from lab.llm import LabLLM, resolve_llm
+from lab.models.llm import LabLLM
+from lab.models.resolve import resolve_llm
 
 SENTINEL_KEY = "sk-sentinel-remote-0123456789"
 
@@ -93,7 +94,7 @@ def remote(url, tmp_path, monkeypatch, **cfg):
     monkeypatch.setenv("LAB_TEST_KEY", SENTINEL_KEY)
     c = LLMConfig(backend="openai_compatible", model="tiny", base_url=url, api_key_env="LAB_TEST_KEY",
                   price_per_mtok=(1.0, 2.0), **cfg)
-    from lab.llm import CallCache
+    from lab.caches import CallCache
 
     return LabLLM(resolve_llm(c, "generation", tmp_path), CallCache(tmp_path / "llm.sqlite"))
 

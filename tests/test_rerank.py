@@ -3,8 +3,9 @@ from pathlib import Path
 import pytest
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from lab.embeddings import VectorCache
-from lab.rerank import LlamaCppRelevanceScorer, LLMPointwiseReranker, build_reranker, resolve_reranker
+from lab.caches import VectorCache
+from lab.rag.llm_reranker import LlamaCppRelevanceScorer, LLMPointwiseReranker
+from lab.rag.postprocess import build_reranker, resolve_reranker
 
 
 class FakeScorer:
@@ -46,7 +47,7 @@ def test_ties_keep_first_stage_order():
 
 @pytest.mark.slow
 def test_kv_prefix_reuse_does_not_change_scores():
-    from lab.models import resolve_gguf
+    from lab.models.resolve import resolve_gguf
 
     path = str(resolve_gguf("smollm2-135m-instruct"))
     q = "Who founded Brightwater Kilns?"
@@ -67,7 +68,7 @@ def tiny_cross_encoder(tmp_path_factory) -> Path:
 
     from transformers import BertConfig, BertForSequenceClassification
 
-    from lab.models import resolve_hf_model
+    from lab.models.resolve import resolve_hf_model
 
     out = tmp_path_factory.mktemp("tiny-cross-encoder")
     minilm = Path(resolve_hf_model("sentence-transformers/all-MiniLM-L6-v2", "m").location)

@@ -3,8 +3,9 @@
 import pytest
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from lab.second_stage import (AutoActivatedReranker, KeywordOverlapReranker, LowConfidenceGuard, activation,
-                              jaccard, low_confidence, words)
+from lab.config import GuardrailConfig
+from lab.rag.postprocess import (AutoActivatedReranker, Chain, ChainPostprocessor, KeywordOverlapReranker, activation,
+                                   jaccard, low_confidence, words)
 
 
 def nodes(*pairs):
@@ -63,8 +64,33 @@ def test_auto_activated_reranker_records_its_decision():
     assert wrapped.last == {"fired": True, "why": ["flat"]}
 
 
-def test_low_confidence_guard():
+def test_low_confidence():
     assert low_confidence([0.2, 0.1], 0.3) and not low_confidence([0.31], 0.3) and low_confidence([], 0.3)
-    guard = LowConfidenceGuard(min_top_score=0.3)
-    assert guard.postprocess_nodes(nodes(("a", 0.2)), query_bundle=QueryBundle("q")) == []
-    assert len(guard.postprocess_nodes(nodes(("a", 0.4)), query_bundle=QueryBundle("q"))) == 1
+
+
+def ids(ns) -> list[str]:
+    return [n.node.node_id for n in ns]
+
+
+def test_chain_guard_cut_rerank_as_the_evaluator_and_the_query_engine_see_it():
+    guard = GuardrailConfig(min_top_score=0.3, suppress_generation=True)
+    chain = Chain(guard, candidate_k=2, reranker=Reverse())
+    weak, strong = nodes(("a", 0.2), ("b", 0.1), ("c", 0.05)), nodes(("a", 0.9), ("b", 0.5), ("c", 0.4))
+    # the evaluator: the guard flags the weak question but its ranking is still scored
+    r = chain.apply(weak, QueryBundle("q"))
+    assert (r.low_confidence, r.suppress, ids(r.nodes)) == (True, True, ["n1", "n0"])  # cut to 2, reversed
+    r = chain.apply(strong, QueryBundle("q"))
+    assert (r.low_confidence, r.suppress, ids(r.nodes)) == (False, False, ["n1", "n0"])
+    assert r.rerank_s is not None and r.rerank is None
+    # the query engine: the same chain as one postprocessor; a suppressed question gets nothing
+    post = ChainPostprocessor(chain)
+    assert post.postprocess_nodes(weak, query_bundle=QueryBundle("q")) == []
+    assert ids(post.postprocess_nodes(strong, query_bundle=QueryBundle("q"))) == ["n1", "n0"]
+
+
+def test_chain_without_reranker_or_guard_passes_first_stage_through():
+    r = Chain(None, None, None).apply(nodes(("a", 0.1), ("b", 0.05)), QueryBundle("q"))
+    assert (ids(r.nodes), r.low_confidence, r.suppress, r.rerank_s) == (["n0", "n1"], None, False, None)
+    flagged_only = Chain(GuardrailConfig(min_top_score=0.3, suppress_generation=False), None, None)
+    r = flagged_only.apply(nodes(("a", 0.1)), QueryBundle("q"))
+    assert (r.low_confidence, r.suppress) == (True, False)  # flagged, still answered

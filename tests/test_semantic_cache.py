@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from lab.semantic_cache import SemanticQueryCache
+from lab.caches import SemanticQueryCache
 
 
 def unit(*xs):

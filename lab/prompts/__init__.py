@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import ConfigError
+from lab.registry import did_you_mean
 
 PROMPTS_DIR = Path(__file__).parent
 _SECTION = re.compile(r"^=== (system|user)\s*$", re.MULTILINE)
@@ -50,12 +51,9 @@ def load_prompt(name: str, needs: set[str] | None = None, where: str = "prompt")
     """Load ``lab/prompts/<name>.txt``; ``needs`` are placeholders the caller will fill."""
     path = PROMPTS_DIR / f"{name}.txt"
     if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name) or not path.is_file():
-        import difflib
-
-        close = difflib.get_close_matches(name, available(), n=1)
         raise ConfigError(
             f"{where}: no prompt {name!r} in {PROMPTS_DIR}",
-            hint=(f"did you mean {close[0]!r}? " if close else "") + f"available: {', '.join(available())}",
+            hint=did_you_mean(name, available()) + f"available: {', '.join(available())}",
         )
     text = path.read_text(encoding="utf-8")
     body = "\n".join(line for line in text.splitlines() if not line.startswith("#"))

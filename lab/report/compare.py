@@ -10,33 +10,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab.errors import LabError
-
-from lab.report.html import HIGHER_IS_BETTER
-
-ORDER = ("mrr", "ndcg", "coverage", "span_precision", "span_recall", "span_iou", "label_recall", "label_mrr",
-         "context_chars", "accuracy", "completeness", "relevance")
-
-
-def resolve_run(ref: str, reports_root: Path) -> Path:
-    """A run folder, ``reports/<NAME>/LATEST``, or an experiment NAME (its latest run)."""
-    path = Path(ref)
-    if path.name == "LATEST" and path.is_file():
-        path = path.parent / path.read_text().strip()
-    if not (path / "results.json").is_file():
-        latest = reports_root / ref / "LATEST"
-        if latest.is_file():
-            path = latest.parent / latest.read_text().strip()
-    if not (path / "results.json").is_file():
-        raise LabError(f"{ref!r} is neither a run folder nor an experiment with runs in {reports_root}",
-                       hint="pass reports/<NAME>/<run-id>, or a NAME that `lab run NAME` has written")
-    return path
+from lab.metrics import catalog
+from lab.metrics.catalog import fmt, fmt_delta, higher_is_better
+from lab.paths import resolve_run, write_atomic
+from lab.report.export import write_exports
+from lab.report.html import environment, load_run
+from lab.report.stats import bootstrap_ci, paired
 
 
 def _judge_identity(r: dict) -> tuple | None:
@@ -79,18 +65,19 @@ def table(runs: list[dict]) -> list[str]:
     """Overall metrics side by side, with the delta of each run against the first."""
     names = [f"{r['name']}@{r['run_id'][-6:]}" if sum(x["name"] == r["name"] for x in runs) > 1 else r["name"]
              for r in runs]
-    metrics = [m for m in ORDER if any(m in r["metrics"]["overall"] for r in runs)]
+    metrics = [m for m in catalog.names("compare") if any(m in r["metrics"]["overall"] for r in runs)]
     lines = [f"{'metric':<16}" + "".join(f"{n:>24}" for n in names)]
     for m in metrics:
         cells = []
         base = runs[0]["metrics"]["overall"].get(m, {}).get("mean")
         for i, r in enumerate(runs):
             v = r["metrics"]["overall"].get(m, {}).get("mean")
-            cell = "-" if v is None else (f"{v:,.0f}" if m == "context_chars" else f"{v:.4f}")
+            size = catalog.is_size(m)
+            cell = "-" if v is None else (f"{v:,.0f}" if size else f"{v:.4f}")
             if i and v is not None and base is not None:
                 d = v - base
-                cell += f" ({d:+,.0f})" if m == "context_chars" else f" ({d:+.4f})"
-                if m in HIGHER_IS_BETTER and d:
+                cell += f" ({d:+,.0f})" if size else f" ({d:+.4f})"
+                if higher_is_better(m) and d:
                     cell += " ▲" if d > 0 else " ▼"
             cells.append(cell)
         lines.append(f"{m:<16}" + "".join(f"{c:>24}" for c in cells))
@@ -99,13 +86,10 @@ def table(runs: list[dict]) -> list[str]:
 
 def paired_lines(runs: list[Run]) -> list[str]:
     """The terminal's paired statistics: one line per quality metric and adjacent pair."""
-    from lab.report.html import HIGHER_IS_BETTER, fmt_delta
-    from lab.report.stats import paired
-
     out = []
     for a, b in zip(runs, runs[1:]):
-        for m in ORDER:
-            if m in HIGHER_IS_BETTER and m in a.results["metrics"]["overall"] and m in b.results["metrics"]["overall"]:
+        for m in catalog.names("compare"):
+            if higher_is_better(m) and m in a.results["metrics"]["overall"] and m in b.results["metrics"]["overall"]:
                 s = paired(a.values(m), b.values(m))
                 if not s.n:
                     continue
@@ -125,7 +109,7 @@ def load_results(run_dir: Path) -> dict:
 # The HTML comparison
 
 PALETTE = ("#4c6ef5", "#e8590c", "#2b8a3e", "#ae3ec9", "#1098ad", "#f08c00", "#c2255c", "#5c940d")
-MOVER_METRICS = ("mrr", "accuracy")
+MOVER_METRICS = catalog.names("movers")
 N_MOVERS = 5
 
 
@@ -147,8 +131,6 @@ class Run:
 
 
 def load_runs(refs: list[str], reports_root: Path) -> list[Run]:
-    from lab.report.html import load_run
-
     runs = []
     for ref in refs:
         folder = resolve_run(ref, reports_root)
@@ -161,11 +143,9 @@ def load_runs(refs: list[str], reports_root: Path) -> list[Run]:
 
 
 def _direction(metric: str, delta: float | None) -> str:
-    from lab.report.html import HIGHER_IS_BETTER
-
     if delta is None or abs(delta) < 1e-12:
         return "flat"
-    if metric not in HIGHER_IS_BETTER:
+    if not higher_is_better(metric):
         return "flat"
     return "up" if delta > 0 else "down"
 
@@ -178,10 +158,7 @@ def _arrow(delta: float | None) -> str:
 
 def compare_view(runs: list[Run]) -> dict:
     """Everything ``compare.html`` shows, computed from the runs' files."""
-    from lab.report.html import HIGHER_IS_BETTER, LABELS, bootstrap_ci, fmt_delta
-    from lab.report.stats import paired
-
-    present = [m for m in LABELS if any(m in r.results["metrics"]["overall"] for r in runs)]
+    present = [m for m in catalog.by_group() if any(m in r.results["metrics"]["overall"] for r in runs)]
     story = []
     for m in present:
         base = runs[0].results["metrics"]["overall"].get(m, {}).get("mean")
@@ -198,8 +175,7 @@ def compare_view(runs: list[Run]) -> dict:
     categories: list[str] = []
     for r in runs:
         categories += [c for c in r.results["metrics"]["by_category"] if c not in categories]
-    cat_metrics = [m for m in ("mrr", "ndcg", "coverage", "span_iou", "accuracy", "completeness", "relevance")
-                   if m in present]
+    cat_metrics = [m for m in catalog.names("table") if m in present]
     per_category = []
     for m in cat_metrics:
         rows = []
@@ -223,7 +199,7 @@ def compare_view(runs: list[Run]) -> dict:
             if m not in a.results["metrics"]["overall"] or m not in b.results["metrics"]["overall"]:
                 continue
             overall = paired(a.values(m), b.values(m)).as_dict()
-            by_cat = [] if m not in HIGHER_IS_BETTER else [  # sizes: the overall row is enough
+            by_cat = [] if not higher_is_better(m) else [  # sizes: the overall row is enough
                 {"category": cat, **paired(a.values(m, cat), b.values(m, cat)).as_dict()} for cat in categories]
             rows.append({"metric": m, "overall": _verdict(m, overall, b.label), "categories":
                          [_verdict(m, c, b.label) for c in by_cat if c["n"]], "fmt_delta": fmt_delta})
@@ -234,22 +210,19 @@ def compare_view(runs: list[Run]) -> dict:
         "categories": categories,
         "per_category": per_category,
         "pairs": pairs,
-        "charts": [_story_chart(m, story, runs) for m in ("mrr", "ndcg", "coverage", "accuracy", "completeness")
-                   if m in present],
-        "category_charts": [_category_chart(m, categories, runs) for m in ("mrr", "accuracy") if m in present],
+        "charts": [_story_chart(m, story, runs) for m in catalog.names("compare_chart") if m in present],
+        "category_charts": [_category_chart(m, categories, runs) for m in MOVER_METRICS if m in present],
         "warnings": warnings([r.results for r in runs]),
         "colours": {r.label: PALETTE[i % len(PALETTE)] for i, r in enumerate(runs)},
     }
 
 
 def _verdict(metric: str, stats: dict, b_label: str) -> dict:
-    from lab.report.html import HIGHER_IS_BETTER
-
     if not stats["n"]:
         text = "no shared questions"
     elif stats["significant"]:
-        better = (stats["delta"] > 0) == (metric in HIGHER_IS_BETTER)
-        text = (f"{b_label} {'better' if better else 'worse'}" if metric in HIGHER_IS_BETTER
+        better = (stats["delta"] > 0) == higher_is_better(metric)
+        text = (f"{b_label} {'better' if better else 'worse'}" if higher_is_better(metric)
                 else f"{b_label} {'higher' if stats['delta'] > 0 else 'lower'}")
     else:
         text = "no detectable difference"
@@ -292,9 +265,7 @@ def movers(a: Run, b: Run) -> list[dict]:
 
 
 def _story_chart(metric: str, story: list[dict], runs: list[Run]) -> dict:
-    from lab.report.html import LABELS, SCORE_METRICS, fmt
-
-    top = 5.0 if metric in SCORE_METRICS else 1.0
+    top = catalog.top(metric)
     row = next(s for s in story if s["metric"] == metric)
     height = 150
     bars = []
@@ -305,14 +276,12 @@ def _story_chart(metric: str, story: list[dict], runs: list[Run]) -> dict:
         bars.append({"x": 40 + 70 * i, "h": height * c["mean"] / top, "lo": height * ci[0] / top,
                      "hi": height * ci[1] / top, "label": r.label, "text": fmt(metric, c["mean"]),
                      "colour": PALETTE[i % len(PALETTE)]})
-    return {"metric": metric, "label": LABELS[metric], "top": top, "plot_h": height,
+    return {"metric": metric, "label": catalog.METRICS[metric].label, "top": top, "plot_h": height,
             "width": 60 + 70 * len(runs), "bars": bars}
 
 
 def _category_chart(metric: str, categories: list[str], runs: list[Run]) -> dict:
-    from lab.report.html import LABELS, SCORE_METRICS
-
-    top = 5.0 if metric in SCORE_METRICS else 1.0
+    top = catalog.top(metric)
     width = 300
     groups = []
     y = 26
@@ -324,8 +293,8 @@ def _category_chart(metric: str, categories: list[str], runs: list[Run]) -> dict
                          "colour": PALETTE[i % len(PALETTE)], "label": r.label})
         groups.append({"category": cat, "y": y, "bars": bars})
         y += 12 * len(runs) + 10
-    return {"metric": metric, "label": LABELS[metric], "width": width, "height": y + 4, "groups": groups,
-            "score": metric in SCORE_METRICS}
+    return {"metric": metric, "label": catalog.METRICS[metric].label, "width": width, "height": y + 4,
+            "groups": groups, "score": catalog.is_score(metric)}
 
 
 def pval(p: float | None) -> str:
@@ -338,21 +307,16 @@ def default_folder(runs: list[Run], reports_root: Path) -> Path:
     """``reports/_compare/<label>--<label>...``: one folder per set of runs compared."""
     name = "--".join(re.sub(r"[^A-Za-z0-9_.@-]", "_", r.label) for r in runs)
     if len(name) > 120:
-        import hashlib
-
         name = name[:100] + "-" + hashlib.sha256(name.encode()).hexdigest()[:10]
     return reports_root / "_compare" / name
 
 
 def render_compare(runs: list[Run], folder: Path) -> Path:
     """Write ``compare.html`` and the per-question exports of every run into ``folder``."""
-    from lab.report.export import write_exports
-    from lab.report.html import _environment, write_atomic
-
     folder.mkdir(parents=True, exist_ok=True)
     view = compare_view(runs)
     view["report_links"] = {r.label: os.path.relpath(r.folder / "report.html", folder) for r in runs}
-    env = _environment()
+    env = environment()
     html = env.get_template("compare.html").render(v=view, pval=pval)
     write_exports([(r.results, r.samples) for r in runs], folder)
     out = folder / "compare.html"

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
-METRIC_COLUMNS = ("mrr", "ndcg", "coverage", "span_precision", "span_recall", "span_iou", "label_recall",
-                  "label_mrr", "context_chars", "accuracy", "completeness", "relevance",
-                  "answer_chars", "sent_context_chars", "ragas_faithfulness", "ragas_answer_relevancy",
-                  "ragas_context_precision", "ragas_context_recall")
+from lab.metrics import catalog
+
+#: Every metric of the catalogue, in its order: the columns a run has are written.
+METRIC_COLUMNS = catalog.names()
 
 
 def rows(results: dict, samples: list[dict]) -> list[dict]:
@@ -46,8 +47,8 @@ def rows(results: dict, samples: list[dict]) -> list[dict]:
     return out
 
 
-def frame(runs: list[tuple[dict, list[dict]]]):
-    import pandas as pd
+def frame(runs: list[tuple[dict, list[dict]]]) -> Any:
+    import pandas as pd  # heavy: loaded when an export is written, not when a report module is imported
 
     df = pd.DataFrame([row for results, samples in runs for row in rows(results, samples)])
     for m in METRIC_COLUMNS:

@@ -8,32 +8,18 @@ or a model goes through Jinja's autoescaping.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from lab.metrics import catalog
+from lab.metrics.aggregate import SMALL_CATEGORY
+from lab.metrics.catalog import fmt, fmt_delta
+from lab.paths import write_atomic
+from lab.report.export import write_exports
 from lab.report.stats import bootstrap_ci
 
-PERCENT_METRICS = {"mrr", "ndcg", "coverage", "span_precision", "span_recall", "span_iou", "label_recall",
-                   "label_mrr"}
-SCORE_METRICS = {"accuracy", "completeness", "relevance"}
-LABELS = {"mrr": "MRR", "ndcg": "nDCG", "coverage": "Coverage", "context_chars": "Context chars",
-          "span_precision": "Span precision", "span_recall": "Span recall", "span_iou": "Span IoU",
-          "label_recall": "Recall@k (labels)", "label_mrr": "MRR@k (labels)",
-          "accuracy": "Accuracy", "completeness": "Completeness", "relevance": "Relevance",
-          "answer_chars": "Answer chars", "sent_context_chars": "Context sent (chars)",
-          "ragas_faithfulness": "Faithfulness (ragas)", "ragas_answer_relevancy": "Answer relevancy (ragas)",
-          "ragas_context_precision": "Context precision (ragas)", "ragas_context_recall": "Context recall (ragas)"}
-#: Higher is better for these; the others (sizes) are shown without a direction.
-HIGHER_IS_BETTER = {"mrr", "ndcg", "coverage", "span_precision", "span_recall", "span_iou", "label_recall",
-                    "label_mrr", "accuracy",
-                    "completeness", "relevance", "ragas_faithfulness", "ragas_answer_relevancy",
-                    "ragas_context_precision", "ragas_context_recall"}
-#: Dashboard thresholds of the InsureLLM exercise: green >= 0.9, amber >= 0.75 for shares of 1;
-#: green >= 4.5, amber >= 4.0 for the judge's 1-5 scores. A config's ``report.thresholds``
-#: overrides them per metric.
-THRESHOLDS = {"mrr": (0.9, 0.75), "ndcg": (0.9, 0.75), "coverage": (0.9, 0.75),
-              "accuracy": (4.5, 4.0), "completeness": (4.5, 4.0), "relevance": (4.5, 4.0)}
-CHART_METRICS = ("mrr", "ndcg", "accuracy", "completeness")
+CHART_METRICS = catalog.names("chart")
 COLOURS = {"good": "#2e9d5b", "ok": "#e0a526", "bad": "#d64545", "neutral": "#7b8499"}
 
 
@@ -44,33 +30,9 @@ def load_run(run_dir: Path) -> tuple[dict, list[dict]]:
     return results, samples
 
 
-def fmt(metric: str, value: float | None) -> str:
-    if value is None:
-        return "-"
-    if metric in SCORE_METRICS:
-        return f"{value:.2f}"
-    if metric.startswith("ragas_"):
-        return f"{value:.3f}"
-    if metric in PERCENT_METRICS:
-        return f"{value:.4f}" if metric != "coverage" else f"{100 * value:.1f}%"
-    return f"{value:,.0f}"
-
-
-def fmt_delta(metric: str, delta: float | None) -> str:
-    if delta is None:
-        return "-"
-    if metric == "coverage":
-        return f"{100 * delta:+.1f} pt"
-    if metric in SCORE_METRICS:
-        return f"{delta:+.2f}"
-    if metric in PERCENT_METRICS or metric.startswith("ragas_"):
-        return f"{delta:+.4f}"
-    return f"{delta:+,.0f}"
-
-
 def thresholds(results: dict) -> dict[str, tuple[float, float]]:
     own = ((results.get("config") or {}).get("report") or {}).get("thresholds") or {}
-    return {**THRESHOLDS, **{m: tuple(v) for m, v in own.items()}}
+    return {**catalog.default_thresholds(), **{m: tuple(v) for m, v in own.items()}}
 
 
 def make_level(limits: dict[str, tuple[float, float]]):
@@ -85,7 +47,7 @@ def make_level(limits: dict[str, tuple[float, float]]):
 
 def level(metric: str, value: float | None) -> str:
     """The colour class of ``value`` under the default thresholds."""
-    return make_level(THRESHOLDS)(metric, value)
+    return make_level(catalog.default_thresholds())(metric, value)
 
 
 def values(samples: list[dict], metric: str, category: str | None = None) -> list[float]:
@@ -97,12 +59,10 @@ def values(samples: list[dict], metric: str, category: str | None = None) -> lis
 
 def run_view(results: dict, samples: list[dict]) -> dict:
     """What the page shows beyond the files' own fields: intervals, colours, filters."""
-    from lab.metrics.aggregate import SMALL_CATEGORY
-
     lv = make_level(thresholds(results))
     computed = results["metrics"]["overall"]
-    metrics = [m for m in LABELS if m in computed]
-    cards = [{"metric": m, "label": LABELS[m], "mean": computed[m]["mean"], "n": computed[m]["n"],
+    metrics = [m for m in catalog.by_group() if m in computed]
+    cards = [{"metric": m, "label": catalog.METRICS[m].label, "mean": computed[m]["mean"], "n": computed[m]["n"],
               "ci": bootstrap_ci(values(samples, m)), "level": lv(m, computed[m]["mean"])} for m in metrics]
     categories = []
     for cat, row in results["metrics"]["by_category"].items():
@@ -110,8 +70,7 @@ def run_view(results: dict, samples: list[dict]) -> dict:
                      "ci": bootstrap_ci(values(samples, m, cat))} for m in metrics if m in row}
         categories.append({"name": cat, "n": row["n"], "small": row["n"] < SMALL_CATEGORY, "cells": cells,
                            "judge_failed": row.get("judge_failed", 0)})
-    table_metrics = [m for m in ("mrr", "ndcg", "coverage", "span_iou", "accuracy", "completeness", "relevance")
-                     if m in computed]
+    table_metrics = [m for m in catalog.names("table") if m in computed]
     return {
         "metrics": metrics,
         "cards": cards,
@@ -125,7 +84,7 @@ def run_view(results: dict, samples: list[dict]) -> dict:
 
 def chart(metric: str, categories: list[dict], lv) -> dict:
     """A horizontal bar per category with its 95% interval as a whisker (drawn as inline SVG)."""
-    top = 5.0 if metric in SCORE_METRICS else 1.0
+    top = catalog.top(metric)
     width = 330
     bars = []
     for i, c in enumerate(categories):
@@ -138,16 +97,17 @@ def chart(metric: str, categories: list[dict], lv) -> dict:
             "lo": None if ci is None else width * ci[0] / top, "hi": None if ci is None else width * ci[1] / top,
             "text": fmt(metric, mean), "colour": COLOURS[lv(metric, mean)],
         })
-    return {"metric": metric, "label": LABELS[metric], "width": width, "height": 34 + 22 * len(bars), "bars": bars}
+    return {"metric": metric, "label": catalog.METRICS[metric].label, "width": width, "height": 34 + 22 * len(bars),
+            "bars": bars}
 
 
-def _environment():
-    from jinja2 import Environment, PackageLoader, select_autoescape
-
+def environment() -> Environment:
+    """The templates' environment (autoescaping on), with the catalogue's formats and labels."""
     env = Environment(loader=PackageLoader("lab.report", "templates"), autoescape=select_autoescape(["html"]))
     env.filters["fmt"] = lambda v, m: fmt(m, v)
     env.filters["fmt_delta"] = lambda v, m: fmt_delta(m, v)
-    env.globals.update(labels=LABELS, score_metrics=SCORE_METRICS, higher_is_better=HIGHER_IS_BETTER)
+    env.globals.update(labels=catalog.labels(), score_metrics=set(catalog.names(group="judge")),
+                       higher_is_better={m.name for m in catalog.CATALOG if m.higher_is_better})
     return env
 
 
@@ -167,22 +127,11 @@ def failure_kinds(s: dict) -> list[str]:
     return out
 
 
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def render_run(run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` and the per-question exports (atomically); return the page."""
-    from lab.report.export import write_exports
-
     results, samples = load_run(run_dir)
     view = run_view(results, samples)
-    html = _environment().get_template("run.html").render(
+    html = environment().get_template("run.html").render(
         r=results, samples=samples, v=view, level=make_level(thresholds(results)), failure_kinds=failure_kinds,
     )
     write_exports([(results, samples)], run_dir)

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from lab.report.html import bootstrap_ci, fmt, values
-
-COLUMNS = ("mrr", "ndcg", "coverage", "span_recall", "span_iou", "context_chars", "accuracy", "completeness", "relevance")
+from lab.metrics import catalog
+from lab.metrics.catalog import fmt
+from lab.report.html import values
+from lab.report.stats import bootstrap_ci
 
 
 def summary_lines(results: dict, samples: list[dict], intervals: bool = True) -> list[str]:
     """Overall and per-category means; with ``intervals``, the 95% bootstrap interval of each
     overall mean on the line below it."""
     m = results["metrics"]
-    cols = [c for c in COLUMNS if c in m["overall"]]
+    cols = [c for c in catalog.names("terminal") if c in m["overall"]]
     out = [f"{results['name']} run {results['run_id']} ({results['sample']['n_questions']} questions"
            f"{' of ' + str(results['sample']['n_total']) + ', a sample' if results['sample']['is_sample'] else ''}; "
            f"index {'reused' if results['index']['reused'] else 'built'}, {results['index']['texts_embedded']} "

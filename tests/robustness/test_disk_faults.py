@@ -21,7 +21,7 @@ def test_disk_full_while_writing_leaves_no_run_folder(tmp_path, monkeypatch):
     """ENOSPC in the middle of writing samples.jsonl: no run folder, no temporary folder, no LATEST."""
     from lab.config import load_experiment
     from lab.errors import LabError
-    from lab.runner import write_run
+    from lab.eval.records import write_run
     from report_fixtures import _sample, results_for
 
     from pathlib import Path

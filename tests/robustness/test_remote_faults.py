@@ -3,7 +3,7 @@ malformed JSON and empty answers are retried with backoff, then recorded as fail
 
 import pytest
 
-from lab.llm import LLMCallError
+from lab.models.llm import LLMCallError
 from test_remote_llm import SENTINEL_KEY, remote, server  # noqa: F401  (the fixture)
 
 MESSAGES = [{"role": "user", "content": "hello"}]

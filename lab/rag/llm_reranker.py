@@ -1,21 +1,15 @@
-"""Rerank: second-stage LlamaIndex node postprocessors, built from config.
+"""The LLM pointwise reranker: a local GGUF LLM reads question and passage together and scores
+log P(yes) - log P(no) to "is this passage relevant?" (prompt ``relevance-yesno-v1``).
 
-- ``flag_embedding``: LlamaIndex ``FlagEmbeddingReranker`` (bge-reranker models);
-- ``sentence_transformer``: LlamaIndex ``SentenceTransformerRerank`` (ms-marco cross-encoders);
-- ``llm_pointwise``: :class:`LLMPointwiseReranker`, a local GGUF LLM reading question and
-  passage together and scoring log P(yes) - log P(no) to "is this passage relevant?".
-
-Models resolve at start-up (:func:`resolve_reranker`), before any index is built, so a missing
-cross-encoder stops the run at once with a message saying how to supply it.
+Registered as ``llm_pointwise`` in :data:`lab.rag.postprocess.RERANKERS`. Scores are cached by
+content (model fingerprint, prompt version, question, passage), so a rerun makes no model call.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -23,124 +17,12 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from lab.errors import LabError
-from lab.models import ResolvedModel, model_fingerprint, resolve_gguf, resolve_hf_model
-from lab.registry import Registry
+from lab.models.backends import llama_class
+from lab.models.resolve import model_fingerprint
+from lab.prompts import load_prompt
 
-log = logging.getLogger(__name__)
-
-
-@dataclass
-class RerankerPlan:
-    """A reranker config with its model resolved (no weights loaded yet)."""
-
-    cfg: Any
-    model: ResolvedModel
-
-
-def resolve_reranker(cfg: Any) -> RerankerPlan | None:
-    if cfg is None:
-        return None
-    RERANKERS.check(cfg.name, where="reranker.name")
-    if cfg.name == "keyword_overlap":  # no model
-        return RerankerPlan(cfg, ResolvedModel("keyword-overlap", "builtin", "builtin"))
-    if cfg.name == "llm_pointwise":
-        path = resolve_gguf(cfg.model)
-        return RerankerPlan(cfg, ResolvedModel(cfg.model, str(path), "gguf"))
-    kind = "reranker model (cross-encoder)"
-    try:
-        return RerankerPlan(cfg, resolve_hf_model(cfg.model, kind))
-    except LabError as exc:
-        exc.hint = (exc.hint or "") + (
-            "; or run the experiment turn22-offline, whose second stage runs with packaged models"
-        )
-        raise
-
-
-RERANKERS: Registry[Callable[[RerankerPlan, Any], BaseNodePostprocessor]] = Registry("reranker")
-
-
-@RERANKERS.register("flag_embedding")
-def _flag(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
-    try:
-        from llama_index.postprocessor.flag_embedding_reranker import FlagEmbeddingReranker
-    except ImportError:
-        raise LabError(
-            "reranker 'flag_embedding' needs llama-index-postprocessor-flag-embedding-reranker",
-            hint="pip install -e '.[flag]' inside .venv",
-        ) from None
-    return FlagEmbeddingReranker(model=plan.model.location, top_n=plan.cfg.top_n, use_fp16=plan.cfg.use_fp16)
-
-
-@RERANKERS.register("sentence_transformer")
-def _st(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
-    from llama_index.core.postprocessor import SentenceTransformerRerank
-
-    return SentenceTransformerRerank(model=plan.model.location, top_n=plan.cfg.top_n, device="cpu")
-
-
-@RERANKERS.register("llm_pointwise")
-def _llm(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
-    scorer = LlamaCppRelevanceScorer(
-        plan.model.location,
-        n_ctx=plan.cfg.n_ctx,
-        n_threads=plan.cfg.n_threads,
-    )
-    return LLMPointwiseReranker(
-        scorer=scorer,
-        top_n=plan.cfg.top_n,
-        max_passage_chars=plan.cfg.max_passage_chars,
-        first_stage_weight=plan.cfg.first_stage_weight,
-        cache=cache,
-    )
-
-
-@RERANKERS.register("keyword_overlap")
-def _overlap(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
-    from lab.second_stage import KeywordOverlapReranker
-
-    c = plan.cfg
-    return KeywordOverlapReranker(vector_weight=c.vector_weight, overlap_weight=c.overlap_weight,
-                                  min_score=c.min_score, top_n=c.top_n)
-
-
-class KeepFirst(BaseNodePostprocessor):
-    """Keeps the first ``k`` nodes: the candidates a reranker scores (``candidate_k``)."""
-
-    k: int = Field(default=5)
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "KeepFirst"
-
-    def _postprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
-    ) -> list[NodeWithScore]:
-        return list(nodes[: self.k])
-
-
-def build_reranker(plan: RerankerPlan | None, cache: Any) -> BaseNodePostprocessor | None:
-    if plan is None:
-        return None
-    inner = RERANKERS.get(plan.cfg.name)(plan, cache)
-    a = plan.cfg.activation
-    if a is None:
-        return inner
-    from lab.second_stage import AutoActivatedReranker
-
-    return AutoActivatedReranker(inner=inner, top_n=plan.cfg.top_n, min_query_tokens=a.min_query_tokens,
-                                 max_top_score=a.max_top_score, min_spread=a.min_spread)
-
-
-# ---------------------------------------------------------------------------------------------
-# The LLM pointwise reranker
-
+#: The prompt file (``lab/prompts/relevance-yesno-v1.txt``); its name is part of every score's key.
 PROMPT_VERSION = "relevance-yesno-v1"
-SYSTEM = "You judge whether a passage from a company knowledge base helps answer a question."
-USER = (
-    "Question: {question}\n\n"
-    "Passage:\n{passage}\n\n"
-    "Does the passage contain information that answers the question? Answer yes or no."
-)
 
 
 class LlamaCppRelevanceScorer:
@@ -151,6 +33,7 @@ class LlamaCppRelevanceScorer:
     """
 
     def __init__(self, model_path: str, n_ctx: int = 1024, n_threads: int | None = None):
+        self.prompt_file = load_prompt(PROMPT_VERSION, {"question", "passage"}, where="reranker prompt")
         self.model_path = model_path
         self.n_ctx = n_ctx
         self.n_threads = n_threads or os.cpu_count() or 1
@@ -161,8 +44,6 @@ class LlamaCppRelevanceScorer:
     def _load(self) -> Any:
         if self._llm is None:
             try:
-                from lab.models import llama_class
-
                 Llama = llama_class()
             except ImportError:
                 raise LabError(
@@ -190,10 +71,10 @@ class LlamaCppRelevanceScorer:
         return self._llm
 
     def prompt(self, question: str, passage: str) -> str:
-        user = USER.format(question=question.strip(), passage=passage.strip())
+        system, user = self.prompt_file.messages(question=question.strip(), passage=passage.strip())
         return (
-            f"<|im_start|>system\n{SYSTEM}<|im_end|>\n"
-            f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
+            f"<|im_start|>system\n{system['content']}<|im_end|>\n"
+            f"<|im_start|>user\n{user['content']}<|im_end|>\n<|im_start|>assistant\n"
         )
 
     def score(self, question: str, passage: str) -> float:

@@ -1,14 +1,18 @@
 """The pipeline's component configs: loader, chunkers, embedding, retrievers, rerankers, and
-the query-side options (caches, guardrail). ``lab.config`` re-exports them: the schema lives in
-one namespace."""
+the query-side options (caches, guardrail). :mod:`lab.config` exports them with the rest of the
+schema: one namespace."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from lab.answer_config import Strict
+
+class Strict(BaseModel):
+    """The base of every config section: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class LoaderConfig(Strict):
@@ -74,7 +78,7 @@ ChunkerConfig = Annotated[
 class EmbeddingConfig(Strict):
     model: str = Field(
         "sentence-transformers/all-MiniLM-L6-v2",
-        description="Hub name, or a local folder. Resolved offline (see lab.models).",
+        description="Hub name, or a local folder. Resolved offline (see lab.models.resolve).",
     )
     embed_metadata: bool = Field(
         False, description="Prepend node metadata (source, doc_type) to the embedded text."
@@ -97,7 +101,7 @@ class BM25Retriever(Strict):
 
 
 class HybridRetriever(Strict):
-    """Dense top dense_k + BM25 top sparse_k, fused, top_k kept (see lab.hybrid)."""
+    """Dense top dense_k + BM25 top sparse_k, fused, top_k kept (see lab.rag.retrievers)."""
 
     name: Literal["hybrid"]
     top_k: int = Field(4, gt=0)

@@ -1,124 +1,26 @@
-"""Ingest: a folder of documents -> LlamaIndex Documents -> nodes (chunks).
+"""Chunkers: a corpus's documents -> nodes, through LlamaIndex node parsers built from config.
 
-Documents carry ``source`` (path relative to the knowledge base) and ``doc_type`` (its top-level
-folder). Chunkers are LlamaIndex node parsers built from config through :data:`CHUNKERS`; node
-ids are stable (``<source>#<n>``) and nodes keep their character offsets in the source.
-Metadata stays out of the embedded text unless ``embedding.embed_metadata`` is set.
+Every chunker is registered in :data:`CHUNKERS` under its config ``name``. Node ids are stable
+(``<source>#<n>``) and nodes keep their character offsets in the source; PDF chunks say which
+pages they cover. Nodes inherit their document's metadata exclusions (set by the loader), so
+metadata stays out of the embedded text unless ``embedding.embed_metadata`` is set.
 """
 
 from __future__ import annotations
 
-import hashlib
-import logging
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from langchain_text_splitters import RecursiveCharacterTextSplitter
 from llama_index.core.node_parser import NodeParser, SemanticSplitterNodeParser
-from llama_index.core.schema import BaseNode, Document
+from llama_index.core.node_parser.node_utils import build_nodes_from_splits
+from llama_index.core.schema import BaseNode
 
+from lab.config import ChunkerConfig
 from lab.errors import DataError
+from lab.rag.loaders import Corpus, pages_of
+from lab.rag.tokens import encoding
 from lab.registry import Registry
-
-log = logging.getLogger(__name__)
-
-METADATA_KEYS = ("source", "doc_type", "file_name")
-
-
-@dataclass
-class Corpus:
-    root: Path
-    documents: list[Document]
-    skipped: list[str] = field(default_factory=list)  # "path: why"
-    pages: dict[str, list] = field(default_factory=dict)  # PDF source -> [[page, start, end], ...]
-
-    @property
-    def content_hash(self) -> str:
-        """sha256 over (source, text) of every document, in order."""
-        h = hashlib.sha256()
-        for doc in self.documents:
-            h.update(doc.metadata["source"].encode() + b"\x00" + doc.text.encode() + b"\x00")
-        return h.hexdigest()
-
-    @property
-    def n_chars(self) -> int:
-        return sum(len(d.text) for d in self.documents)
-
-
-def load_folder(root: Path, extensions: Sequence[str], max_file_bytes: int, embed_metadata: bool) -> Corpus:
-    """Load every file under ``root`` with one of ``extensions``, sorted by path."""
-    if not root.exists():
-        raise DataError(f"knowledge base {root} does not exist", hint="check data.knowledge_base or KB=")
-    if not root.is_dir():
-        raise DataError(f"knowledge base {root} is not a folder", hint="point data.knowledge_base at a folder")
-    exts = {e.lower() for e in extensions}
-    paths = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in exts)
-    if not paths:
-        raise DataError(
-            f"knowledge base {root} has no files ending in {', '.join(sorted(exts))}",
-            hint="add documents, or set loader.extensions",
-        )
-    from lab.loaders import FORMATS, Unreadable, read
-
-    documents, skipped, pages = [], [], {}
-    for path in paths:
-        rel = path.relative_to(root).as_posix()
-        size = path.stat().st_size
-        if size > max_file_bytes:
-            raise DataError(
-                f"{path}: {size:,} bytes is over the limit of {max_file_bytes:,}",
-                hint="split the file, or raise loader.max_file_bytes in the config",
-            )
-        extra: dict = {}
-        if path.suffix.lower() in FORMATS:
-            try:
-                text, extra = read(path)
-            except Unreadable as exc:
-                skipped.append(f"{rel}: {exc}")
-                log.warning("skipping %s: %s", path, exc)
-                continue
-            if "pages" in extra:
-                pages[rel] = extra.pop("pages")
-            documents.append(_document(rel, path, text, embed_metadata))
-            continue
-        raw = path.read_bytes()
-        nul = raw.find(b"\x00")
-        if nul >= 0:
-            raise DataError(
-                f"{path}: binary content in a text file (NUL byte at offset {nul})",
-                hint="remove the file, or give it the extension of its real format",
-            )
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line = raw[: exc.start].count(b"\n") + 1
-            raise DataError(
-                f"{path} line {line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})",
-                hint="re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
-            ) from None
-        if not text.strip():
-            skipped.append(f"{rel}: empty")
-            log.warning("skipping empty file %s", path)
-            continue
-        documents.append(_document(rel, path, text, embed_metadata))
-    if not documents:
-        raise DataError(f"knowledge base {root}: no file has text ({len(skipped)} skipped: {'; '.join(skipped[:3])})",
-                        hint="add documents with text")
-    return Corpus(root=root, documents=documents, skipped=skipped, pages=pages)
-
-
-def _document(rel: str, path: Path, text: str, embed_metadata: bool) -> Document:
-    parts = rel.split("/")
-    metadata = {"source": rel, "doc_type": parts[0] if len(parts) > 1 else "", "file_name": path.name}
-    return Document(
-        text=text,
-        id_=rel,
-        metadata=metadata,
-        excluded_embed_metadata_keys=[] if embed_metadata else list(METADATA_KEYS) + ["page"],
-        excluded_llm_metadata_keys=[],
-    )
-
 
 def stable_id(i: int, doc: BaseNode) -> str:
     return f"{doc.node_id}#{i}"
@@ -142,9 +44,6 @@ class RecursiveCharacterNodeParser(NodeParser):
     separators: list[str] | None = None
 
     def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kw: Any) -> list[BaseNode]:
-        from langchain_text_splitters import RecursiveCharacterTextSplitter
-        from llama_index.core.node_parser.node_utils import build_nodes_from_splits
-
         splitter = RecursiveCharacterTextSplitter(
             chunk_size=self.chunk_size, chunk_overlap=self.chunk_overlap, separators=self.separators
         )
@@ -176,8 +75,6 @@ class FixedTokenNodeParser(NodeParser):
     encoding: str = "cl100k_base"
 
     def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kw: Any) -> list[BaseNode]:
-        from llama_index.core.node_parser.node_utils import build_nodes_from_splits
-
         out: list[BaseNode] = []
         for node in nodes:
             out.extend(build_nodes_from_splits(token_windows(node.get_content(), self.chunk_tokens,
@@ -186,11 +83,9 @@ class FixedTokenNodeParser(NodeParser):
         return out
 
 
-def token_windows(text: str, size: int, overlap: int, encoding: str = "cl100k_base") -> list[str]:
+def token_windows(text: str, size: int, overlap: int, encoding_name: str = "cl100k_base") -> list[str]:
     """The text of each window of ``size`` tokens, stepping ``size - overlap`` tokens."""
-    from lab.context import _encoding
-
-    enc = _encoding(encoding)
+    enc = encoding(encoding_name)
     tokens = enc.encode(text)
     if not tokens:
         return []
@@ -225,9 +120,6 @@ class PageNodeParser(NodeParser):
     page_maps: dict = {}
 
     def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kw: Any) -> list[BaseNode]:
-        from langchain_text_splitters import RecursiveCharacterTextSplitter
-        from llama_index.core.node_parser.node_utils import build_nodes_from_splits
-
         splitter = RecursiveCharacterTextSplitter(chunk_size=self.chunk_size, chunk_overlap=self.chunk_overlap)
         out: list[BaseNode] = []
         for node in nodes:
@@ -254,8 +146,6 @@ class BatchedSemanticSplitter(SemanticSplitterNodeParser):
     """
 
     def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kw: Any) -> list[BaseNode]:
-        from llama_index.core.node_parser.node_utils import build_nodes_from_splits
-
         groups = []
         for node in nodes:
             groups.append(self._build_sentence_groups(self.sentence_splitter(node.get_content())))
@@ -291,13 +181,11 @@ def _semantic(cfg: Any, embed_model: Any) -> NodeParser:
     )
 
 
-def build_chunker(cfg: Any, embed_model: Any) -> NodeParser:
+def build_chunker(cfg: ChunkerConfig, embed_model: Any) -> NodeParser:
     return CHUNKERS.get(cfg.name, where="chunker.name")(cfg, embed_model)
 
 
-def chunk(corpus: Corpus, cfg: Any, embed_model: Any, show_progress: bool = False) -> list[BaseNode]:
-    from lab.loaders import pages_of
-
+def chunk(corpus: Corpus, cfg: ChunkerConfig, embed_model: Any, show_progress: bool = False) -> list[BaseNode]:
     parser = build_chunker(cfg, embed_model)
     if isinstance(parser, PageNodeParser):
         parser.page_maps = corpus.pages

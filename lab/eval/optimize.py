@@ -15,11 +15,20 @@ from __future__ import annotations
 import json
 import logging
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import optuna
+
+from lab.config import load_experiment, merge, retrieval_only, set_path
 from lab.errors import ConfigError
+from lab.eval.evalset import EvalRow, load_eval_set, stratified_sample
+from lab.eval.runner import RunOptions
+from lab.eval.sweep import run_point
+from lab.paths import project_path, write_atomic
+from lab.report.sweep import render_sweep
 
 log = logging.getLogger(__name__)
 
@@ -53,31 +62,20 @@ def parse_range(spec: str) -> Range:
     return Range(tuple(m.group(1).split(".")), low, high, step, integer)
 
 
-def split_rows(rows: list, dev_fraction: float, seed: int) -> tuple[list, list]:
+def split_rows(rows: list[EvalRow], dev_fraction: float, seed: int) -> tuple[list[EvalRow], list[EvalRow]]:
     """(dev, held-out): a stratified seeded sample of ``dev_fraction`` of the rows, and the rest."""
-    from lab.evalset import stratified_sample
-
     dev = stratified_sample(rows, max(1, round(len(rows) * dev_fraction)), seed)
     dev_ids = {r.id for r in dev}
     return dev, [r for r in rows if r.id not in dev_ids]
 
 
-def _write_rows(path: Path, rows: list) -> None:
-    from lab.report.html import write_atomic
-
+def _write_rows(path: Path, rows: list[EvalRow]) -> None:
     write_atomic(path, "".join(r.model_dump_json(exclude_none=True) + "\n" for r in rows))
 
 
-def run_optimize(name: str, experiments_dir: Path, ranges: list[Range], base_overrides: dict, opts: Any,
+def run_optimize(name: str, experiments_dir: Path, ranges: list[Range], base_overrides: dict, opts: RunOptions,
                  metric: str = "mrr", trials: int = 12, dev_fraction: float = 0.5, seed: int = 13,
                  write_config: bool = True) -> dict:
-    import optuna
-
-    from lab.config import load_experiment, merge
-    from lab.evalset import load_eval_set
-    from lab.pipeline import project_path
-    from lab.sweep import nested, run_point
-
     base = load_experiment(name, experiments_dir, base_overrides)
     eval_set = load_eval_set(project_path(opts.project_root, base.data.eval_set), base.data.categories)
     dev, held = split_rows(eval_set.rows, dev_fraction, seed)
@@ -85,14 +83,12 @@ def run_optimize(name: str, experiments_dir: Path, ranges: list[Range], base_ove
     folder.mkdir(parents=True, exist_ok=True)
     _write_rows(folder / "dev.jsonl", dev)
     _write_rows(folder / "held-out.jsonl", held)
-    no_answers = {"generation": None, "judge": None, "ragas": None}
-
     def config(values: dict, split: str, label: str) -> Any:
-        overrides = merge(base_overrides, {"data": {"eval_set": str((folder / f"{split}.jsonl").resolve())},
-                                           "sample": {"limit": None}, **no_answers})
+        overrides = retrieval_only(merge(base_overrides, {"data": {"eval_set": str((folder / f"{split}.jsonl").resolve())},
+                                                          "sample": {"limit": None}}))
         for r in ranges:
             if r.name in values:
-                overrides = merge(overrides, nested(r.path, values[r.name]))
+                overrides = set_path(overrides, r.path, values[r.name])
         cfg = load_experiment(name, experiments_dir, overrides)
         return cfg.model_copy(update={"name": f"{name}[{label}]"})
 
@@ -137,9 +133,6 @@ def run_optimize(name: str, experiments_dir: Path, ranges: list[Range], base_ove
     }
     if write_config:
         summary["config"] = str(_write_config(name, experiments_dir, best_values, summary))
-    from lab.report.html import write_atomic
-    from lab.report.sweep import render_sweep
-
     write_atomic(folder / "optimize.json", json.dumps(summary, indent=2))
     render_sweep(summary, folder / "optimize.html")
     summary["folder"] = str(folder)
@@ -147,11 +140,8 @@ def run_optimize(name: str, experiments_dir: Path, ranges: list[Range], base_ove
 
 
 def _write_config(name: str, experiments_dir: Path, values: dict, summary: dict) -> Path:
-    from lab.report.html import write_atomic
-
     m = summary["metric"]
     dev_best = summary["points"][summary["best"]]["metrics"].get(m)
-    import textwrap
 
     note = (f"Found by `lab optimize {name}`: Optuna TPE (seed {summary['seed']}), {summary['trials']} trials, "
             f"maximising {m} on {summary['n_dev']} dev questions (stratified, seeded); scored on the "

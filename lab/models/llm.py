@@ -1,9 +1,9 @@
 """LLMs: one chat interface over local llama.cpp models and OpenAI (or compatible) servers,
 behind a content cache.
 
-Backends (:mod:`lab.backends`):
+Backends (:mod:`lab.models.backends`):
 
-- ``llama_cpp``: a GGUF file (resolved by :func:`lab.models.resolve_gguf`) run in process with
+- ``llama_cpp``: a GGUF file (resolved by :func:`lab.models.resolve.resolve_gguf`) run in process with
   llama-cpp-python; JSON output is constrained by a grammar built from a JSON schema. The
   model reuses the longest cached token prefix between calls, so prompts that share a head
   (the judge's rubric and question) evaluate it once.
@@ -25,15 +25,21 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.errors import ConfigError, LabError
-from lab.store import SqliteStore
+from llama_index.core.base.llms.types import ChatMessage, ChatResponse, CompletionResponse, LLMMetadata
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.llms import CustomLLM
+from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
+
+from lab.caches import CallCache
+from lab.errors import LabError
+from lab.models.backends import Completion, build_backend
+from lab.models.resolve import REMOTE, LLMPlan
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +51,6 @@ PRICES = {
     "gpt-4o-mini": (0.15, 0.60),
     "gpt-4o": (2.50, 10.00),
 }
-REMOTE = {"openai", "openai_compatible"}
 
 
 class EmptyAnswer(Exception):
@@ -70,16 +75,6 @@ class LLMCallError(LabError):
 
 
 @dataclass
-class Completion:
-    text: str
-    prompt_tokens: int
-    completion_tokens: int
-    seconds: float  # model time when computed (the original call's time when cached)
-    finish_reason: str | None = None
-    cached: bool = False
-
-
-@dataclass
 class Usage:
     """Counters of one role (generation, judge, ...)."""
 
@@ -96,112 +91,7 @@ class Usage:
 
 
 # ---------------------------------------------------------------------------------------------
-# Keys and start-up checks
-
-
-def read_dotenv(path: Path) -> dict[str, str]:
-    """``KEY=value`` lines of a ``.env`` file (``export``, quotes and comments allowed)."""
-    out: dict[str, str] = {}
-    if not path.is_file():
-        return out
-    for line in path.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if not line or line.startswith("#") or "=" not in line:
-            continue
-        key, _, value = line.removeprefix("export ").partition("=")
-        value = value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        out[key.strip()] = value
-    return out
-
-
-def api_key(cfg: Any, project_root: Path | None) -> str | None:
-    key = os.environ.get(cfg.api_key_env)
-    if not key and project_root is not None:
-        key = read_dotenv(project_root / ".env").get(cfg.api_key_env)
-    return key or None
-
-
-@dataclass(frozen=True)
-class LLMPlan:
-    """An LLM config with its model resolved and its key found (nothing loaded yet)."""
-
-    cfg: Any
-    role: str  # "generation", "judge": names it in messages and results
-    location: str  # GGUF path, or the remote model name
-    fingerprint: str
-    key: str | None = field(default=None, repr=False)
-
-    def describe(self) -> dict:
-        c = self.cfg
-        return {
-            "backend": c.backend, "model": c.model, "location": self.location, "fingerprint": self.fingerprint,
-            "temperature": c.temperature, "max_tokens": c.max_tokens, "seed": c.seed,
-            **({"n_ctx": c.n_ctx} if c.backend == "llama_cpp" else {"base_url": c.base_url}),
-        }
-
-
-def resolve_llm(cfg: Any, role: str, project_root: Path | None) -> LLMPlan:
-    """Check an LLM config at start-up: the GGUF exists (sha-verified) or the key is set."""
-    from lab.models import model_fingerprint, resolve_gguf
-
-    if cfg.backend == "llama_cpp":
-        path = resolve_gguf(cfg.model)
-        try:
-            import llama_cpp  # noqa: F401
-        except ImportError:
-            raise LabError(
-                f"{role}.llm: backend 'llama_cpp' needs llama-cpp-python",
-                hint="run `make venv`, which builds it (portable CPU build, ~8 min on 2 cores)",
-            ) from None
-        return LLMPlan(cfg, role, str(path), f"{path.name}:{model_fingerprint(str(path))}")
-    key = api_key(cfg, project_root)
-    if cfg.backend == "openai" and not key:
-        raise ConfigError(
-            f"{role}.llm: model {cfg.model!r} uses the OpenAI API, and {cfg.api_key_env} is not set",
-            hint=f"export {cfg.api_key_env}=... or put it in .env at the project root; or use "
-            f"backend: llama_cpp (a local model, the default) for {role}",
-        )
-    where = cfg.base_url or "https://api.openai.com/v1"
-    if cfg.backend == "openai_compatible":
-        _probe(cfg.base_url, role)
-    return LLMPlan(cfg, role, cfg.model, f"{cfg.backend}:{where}:{cfg.model}", key)
-
-
-def _probe(base_url: str, role: str) -> None:
-    """Stop at start-up when an OpenAI-compatible server does not accept connections."""
-    import socket
-    from urllib.parse import urlparse
-
-    url = urlparse(base_url)
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        socket.create_connection((url.hostname, port), timeout=2).close()
-    except OSError as exc:
-        raise ConfigError(
-            f"{role}.llm: the server at {base_url} does not answer ({exc.strerror or exc})",
-            hint="start it (e.g. `ollama serve`), or correct base_url in the config",
-        ) from None
-
-
-# ---------------------------------------------------------------------------------------------
 # The cache and the counting wrapper
-
-
-class CallCache(SqliteStore):
-    """Content-addressed store of LLM responses (SQLite, WAL; one commit per call)."""
-
-    schema = "calls (key TEXT PRIMARY KEY, body TEXT NOT NULL)"
-
-    def get(self, key: str) -> dict | None:
-        row = self._conn().execute("SELECT body FROM calls WHERE key = ?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
-
-    def put(self, key: str, body: dict) -> None:
-        conn = self._conn()
-        with conn:
-            conn.execute("INSERT OR REPLACE INTO calls (key, body) VALUES (?, ?)", (key, json.dumps(body)))
 
 
 class LabLLM:
@@ -301,12 +191,6 @@ class LabLLM:
         return out
 
 
-def build_backend(plan: LLMPlan) -> Any:
-    from lab.backends import LlamaCppBackend, OpenAIBackend
-
-    return LlamaCppBackend(plan) if plan.cfg.backend == "llama_cpp" else OpenAIBackend(plan)
-
-
 def build_llm(plan: LLMPlan, cache_root: Path | None) -> LabLLM:
     cache = CallCache(cache_root / "llm.sqlite") if cache_root else None
     return LabLLM(plan, cache)
@@ -314,11 +198,6 @@ def build_llm(plan: LLMPlan, cache_root: Path | None) -> LabLLM:
 
 def as_llamaindex_llm(llm: LabLLM, prompt_version: str = "raw") -> Any:
     """The cached LLM as a LlamaIndex ``LLM`` (for the response synthesizer and ragas)."""
-    from llama_index.core.base.llms.types import (
-        ChatMessage, ChatResponse, CompletionResponse, LLMMetadata,
-    )
-    from llama_index.core.llms import CustomLLM
-    from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 
     class _Adapter(CustomLLM):
         @property
@@ -341,7 +220,5 @@ def as_llamaindex_llm(llm: LabLLM, prompt_version: str = "raw") -> Any:
         def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> Any:
             text = self.complete(prompt).text
             yield CompletionResponse(text=text, delta=text)
-
-    from llama_index.core.callbacks import CallbackManager
 
     return _Adapter(callback_manager=CallbackManager([]))

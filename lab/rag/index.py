@@ -19,18 +19,65 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
+
+from llama_index.core import VectorStoreIndex
+from llama_index.core.schema import MetadataMode
+from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
+from llama_index.core.vector_stores.utils import metadata_dict_to_node
+from llama_index.vector_stores.lancedb import LanceDBVectorStore
 
 from lab import faults
-from lab.ingest import Corpus, chunk
+from lab.config import ChunkerConfig, EmbeddingConfig, ExperimentConfig
+from lab.rag.chunkers import chunk
+from lab.rag.loaders import Corpus
 
 log = logging.getLogger(__name__)
 
 TABLE = "chunks"
+_COLUMNS = ["id", "metadata", "_distance"]
 MANIFEST = "manifest.json"
 
 
-def index_key(corpus_hash: str, chunker_cfg: Any, embedding_cfg: Any, embed_fingerprint: str) -> str:
+class LabLanceDBVectorStore(LanceDBVectorStore):
+    """LlamaIndex's ``LanceDBVectorStore`` with a leaner query (only the columns it needs, Arrow
+    instead of pandas) and ``query_many``: every question of an evaluation in one batched search."""
+
+    def _search(self, vectors: Any, k: int) -> Any:
+        return self.table.search(vectors, vector_column_name=self.vector_column_name).limit(k).select(_COLUMNS)
+
+    @staticmethod
+    def _result(rows: list[dict]) -> VectorStoreQueryResult:
+        nodes = [metadata_dict_to_node(r["metadata"]) for r in rows]
+        return VectorStoreQueryResult(
+            nodes=nodes,
+            similarities=[1.0 - r["_distance"] / 2.0 for r in rows],
+            ids=[r["id"] for r in rows],
+        )
+
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        if query.filters is not None or kwargs or self.query_type != "vector":
+            return super().query(query, **kwargs)
+        return self.query_many([query.query_embedding], query.similarity_top_k)[0]
+
+    def query_many(self, embeddings: Sequence[Sequence[float]], k: int) -> list[VectorStoreQueryResult]:
+        """Top ``k`` for each embedding, in one LanceDB search."""
+        if not embeddings:
+            return []
+        if len(embeddings) == 1:  # a single vector: LanceDB's plain (non-batched) search
+            rows = self._search(list(embeddings[0]), k).to_arrow().to_pylist()
+            return [self._result(rows)]
+        table = self._search([list(e) for e in embeddings], k).to_arrow()
+        grouped: list[list[dict]] = [[] for _ in embeddings]
+        for row in table.to_pylist():
+            grouped[row["query_index"]].append(row)
+        for rows in grouped:  # within a query LanceDB returns rows by distance; keep it explicit
+            rows.sort(key=lambda r: r["_distance"])
+        return [self._result(rows) for rows in grouped]
+
+
+def index_key(corpus_hash: str, chunker_cfg: ChunkerConfig, embedding_cfg: EmbeddingConfig,
+              embed_fingerprint: str) -> str:
     """sha256 of everything that changes the table's rows; batch sizes are left out."""
     body = {
         "corpus": corpus_hash,
@@ -48,7 +95,7 @@ def index_key(corpus_hash: str, chunker_cfg: Any, embedding_cfg: Any, embed_fing
 class IndexHandle:
     key: str
     path: Path
-    index: Any  # llama_index VectorStoreIndex
+    index: VectorStoreIndex
     reused: bool
     manifest: dict
     timings: dict = field(default_factory=dict)
@@ -70,18 +117,14 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _open(path: Path, embed_model: Any) -> Any:
-    from llama_index.core import VectorStoreIndex
-
-    from lab.retrieval import LabLanceDBVectorStore
-
+def _open(path: Path, embed_model: Any) -> VectorStoreIndex:
     store = LabLanceDBVectorStore(uri=str(path / "lancedb"), table_name=TABLE, mode="overwrite")
     return VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
 
 
 def open_or_build(
     corpus: Corpus,
-    cfg: Any,
+    cfg: ExperimentConfig,
     embed_model: Any,
     cache_root: Path,
     show_progress: bool = True,
@@ -102,10 +145,8 @@ def open_or_build(
         return _build(corpus, cfg, embed_model, key, final, show_progress)
 
 
-def _build(corpus: Corpus, cfg: Any, embed_model: Any, key: str, final: Path, show_progress: bool) -> IndexHandle:
-    from llama_index.core.schema import MetadataMode
-    from llama_index.vector_stores.lancedb import LanceDBVectorStore
-
+def _build(corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str, final: Path, show_progress: bool
+           ) -> IndexHandle:
     before = embed_model.counters["computed"]
     t0 = time.perf_counter()
     nodes = chunk(corpus, cfg.chunker, embed_model, show_progress=show_progress)

@@ -19,17 +19,33 @@ from __future__ import annotations
 import json
 import random
 import re
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, Field, ValidationError
 
-from lab.llm import LLMCallError
-from lab.prompts import Prompt
+from lab.config import JudgeConfig
+from lab.models.llm import LabLLM, LLMCallError
+from lab.models.resolve import LLMPlan, resolve_llm
+from lab.prompts import Prompt, load_prompt
 
 JUDGE_FIELDS = {"question", "reference", "answer"}
 DIMENSIONS = ("accuracy", "completeness", "relevance")
 FEEDBACK_MAX_CHARS = 160
 RETRY_TEMPERATURE = 0.7
+
+
+def judge_prompt(cfg: JudgeConfig) -> Prompt:
+    """The judge's versioned prompt (``judge.prompt``), checked for the fields it may fill."""
+    return load_prompt(cfg.prompt, JUDGE_FIELDS, where="judge.prompt")
+
+
+def resolve_judge(cfg: JudgeConfig | None, project_root: Path | None) -> LLMPlan | None:
+    """Check the judge at start-up (its prompt, its model or key), before any work."""
+    if cfg is None:
+        return None
+    judge_prompt(cfg)
+    return resolve_llm(cfg.llm, "judge", project_root)
 
 
 class Judgement(BaseModel):
@@ -87,7 +103,7 @@ def parse_scores(text: str) -> Judgement:
                      feedback=feedback[:-2] if feedback.endswith('"}') else feedback + "...")
 
 
-def judge_one(llm: Any, prompt: Prompt, question: str, reference: str, answer: str, max_attempts: int,
+def judge_one(llm: LabLLM, prompt: Prompt, question: str, reference: str, answer: str, max_attempts: int,
               scores_only: bool = False) -> dict:
     """One judgement record: ``status`` ok (scores, feedback) or failed (error, raw).
 
@@ -142,7 +158,7 @@ def mismatch_partners(ids: Sequence[str], categories: Sequence[str], seed: int) 
     return out
 
 
-def judge_questions(items: Sequence[dict], llm: Any, prompt: Prompt, max_attempts: int, calibration: bool,
+def judge_questions(items: Sequence[dict], llm: LabLLM, prompt: Prompt, max_attempts: int, calibration: bool,
                     seed: int, runner: Callable[..., list]) -> list[dict]:
     """Judge every item {id, question, reference, answer, category}.
 

@@ -1,5 +1,7 @@
-"""Readers for the document formats a knowledge base may mix: PDF, DOCX and HTML beside
-markdown and plain text.
+"""Loading a knowledge base: a folder of documents -> a :class:`Corpus` of LlamaIndex Documents.
+
+Documents carry ``source`` (path relative to the knowledge base) and ``doc_type`` (its top-level
+folder). Markdown and plain text are read as UTF-8; PDF, DOCX and HTML through the readers below.
 
 Each reader returns the document's text and extra metadata. A PDF's text is its pages' text
 joined by a blank line, and ``pages`` lists each page's ``[start, end)`` character range, so
@@ -11,9 +13,18 @@ report, never dropped silently.
 
 from __future__ import annotations
 
+import hashlib
+import logging
+from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
+
+from llama_index.core.schema import Document
+
+from lab.errors import DataError
+
+log = logging.getLogger(__name__)
 
 PAGE_SEPARATOR = "\n\n"
 FORMATS = {".pdf": "pdf", ".docx": "docx", ".html": "html", ".htm": "html"}
@@ -155,3 +166,101 @@ def pages_of(pages: list, start: int | None, end: int | None) -> str | None:
     if not hit:
         return None
     return str(hit[0]) if hit[0] == hit[-1] else f"{hit[0]}-{hit[-1]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The folder
+
+METADATA_KEYS = ("source", "doc_type", "file_name")
+
+
+@dataclass
+class Corpus:
+    root: Path
+    documents: list[Document]
+    skipped: list[str] = field(default_factory=list)  # "path: why"
+    pages: dict[str, list] = field(default_factory=dict)  # PDF source -> [[page, start, end], ...]
+
+    @property
+    def content_hash(self) -> str:
+        """sha256 over (source, text) of every document, in order."""
+        h = hashlib.sha256()
+        for doc in self.documents:
+            h.update(doc.metadata["source"].encode() + b"\x00" + doc.text.encode() + b"\x00")
+        return h.hexdigest()
+
+    @property
+    def n_chars(self) -> int:
+        return sum(len(d.text) for d in self.documents)
+
+
+def load_folder(root: Path, extensions: Sequence[str], max_file_bytes: int, embed_metadata: bool) -> Corpus:
+    """Load every file under ``root`` with one of ``extensions``, sorted by path."""
+    if not root.exists():
+        raise DataError(f"knowledge base {root} does not exist", hint="check data.knowledge_base or KB=")
+    if not root.is_dir():
+        raise DataError(f"knowledge base {root} is not a folder", hint="point data.knowledge_base at a folder")
+    exts = {e.lower() for e in extensions}
+    paths = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in exts)
+    if not paths:
+        raise DataError(
+            f"knowledge base {root} has no files ending in {', '.join(sorted(exts))}",
+            hint="add documents, or set loader.extensions",
+        )
+    documents, skipped, pages = [], [], {}
+    for path in paths:
+        rel = path.relative_to(root).as_posix()
+        size = path.stat().st_size
+        if size > max_file_bytes:
+            raise DataError(
+                f"{path}: {size:,} bytes is over the limit of {max_file_bytes:,}",
+                hint="split the file, or raise loader.max_file_bytes in the config",
+            )
+        extra: dict = {}
+        if path.suffix.lower() in FORMATS:
+            try:
+                text, extra = read(path)
+            except Unreadable as exc:
+                skipped.append(f"{rel}: {exc}")
+                log.warning("skipping %s: %s", path, exc)
+                continue
+            if "pages" in extra:
+                pages[rel] = extra.pop("pages")
+            documents.append(_document(rel, path, text, embed_metadata))
+            continue
+        raw = path.read_bytes()
+        nul = raw.find(b"\x00")
+        if nul >= 0:
+            raise DataError(
+                f"{path}: binary content in a text file (NUL byte at offset {nul})",
+                hint="remove the file, or give it the extension of its real format",
+            )
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = raw[: exc.start].count(b"\n") + 1
+            raise DataError(
+                f"{path} line {line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})",
+                hint="re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
+            ) from None
+        if not text.strip():
+            skipped.append(f"{rel}: empty")
+            log.warning("skipping empty file %s", path)
+            continue
+        documents.append(_document(rel, path, text, embed_metadata))
+    if not documents:
+        raise DataError(f"knowledge base {root}: no file has text ({len(skipped)} skipped: {'; '.join(skipped[:3])})",
+                        hint="add documents with text")
+    return Corpus(root=root, documents=documents, skipped=skipped, pages=pages)
+
+
+def _document(rel: str, path: Path, text: str, embed_metadata: bool) -> Document:
+    parts = rel.split("/")
+    metadata = {"source": rel, "doc_type": parts[0] if len(parts) > 1 else "", "file_name": path.name}
+    return Document(
+        text=text,
+        id_=rel,
+        metadata=metadata,
+        excluded_embed_metadata_keys=[] if embed_metadata else list(METADATA_KEYS) + ["page"],
+        excluded_llm_metadata_keys=[],
+    )

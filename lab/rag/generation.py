@@ -1,8 +1,8 @@
 """Generate: answers from the retrieved passages, with citations, through a LlamaIndex query engine.
 
 :class:`LabSynthesizer` is a LlamaIndex response synthesizer: it builds the context with the
-configured builder (:mod:`lab.context`), fills the versioned answer prompt
-(:mod:`lab.prompts`) and asks the cached generator LLM (:mod:`lab.llm`). The answer cites
+configured builder (:mod:`lab.rag.context`), fills the versioned answer prompt
+(:mod:`lab.prompts`) and asks the cached generator LLM (:mod:`lab.models.llm`). The answer cites
 passages as ``[n]``; those numbers are mapped back to their source documents.
 :class:`LabQueryEngine` is LlamaIndex's ``RetrieverQueryEngine`` with per-stage timings and
 optional conversation history. The evaluator calls the same synthesizer on nodes it retrieved
@@ -16,11 +16,15 @@ import time
 from typing import Any, Sequence
 
 from llama_index.core.base.response.schema import Response
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.indices.prompt_helper import PromptHelper
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.response_synthesizers.base import BaseSynthesizer
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from lab.context import build_context
+from lab.config import GenerationConfig
+from lab.models.llm import LabLLM, LLMCallError, as_llamaindex_llm
+from lab.rag.context import Context, build_context
 from lab.prompts import load_prompt
 
 ANSWER_FIELDS = {"context", "question"}
@@ -47,12 +51,7 @@ def is_refusal(text: str) -> bool:
 class LabSynthesizer(BaseSynthesizer):
     """Context builder + versioned prompt + cached LLM, as a LlamaIndex response synthesizer."""
 
-    def __init__(self, llm: Any, cfg: Any):
-        from llama_index.core.callbacks import CallbackManager
-        from llama_index.core.indices.prompt_helper import PromptHelper
-
-        from lab.llm import as_llamaindex_llm
-
+    def __init__(self, llm: LabLLM, cfg: GenerationConfig):
         self.prompt = load_prompt(cfg.prompt, ANSWER_FIELDS, where="generation.prompt")
         super().__init__(
             llm=as_llamaindex_llm(llm, self.prompt.version),
@@ -73,7 +72,7 @@ class LabSynthesizer(BaseSynthesizer):
         return [system, *(history or []), user]
 
     def answer(self, question: str, nodes: Sequence[NodeWithScore], history: Sequence[dict] | None = None
-               ) -> tuple[dict, Any]:
+               ) -> tuple[dict, Context]:
         """(answer record, context) for one question; the record is what samples.jsonl keeps."""
         ctx = build_context(self.cfg.context, nodes)
         record: dict[str, Any] = {"prompt_version": self.prompt.version, "prompt_sha256": self.prompt.sha256}
@@ -81,8 +80,6 @@ class LabSynthesizer(BaseSynthesizer):
             record.update(status="ok", text=REFUSAL, citations=[], cited_sources=[], refused=True, no_context=True,
                           prompt_tokens=0, completion_tokens=0, seconds=0.0, cached=False, finish_reason=None)
             return record, ctx
-        from lab.llm import LLMCallError
-
         try:
             out = self.lab_llm.chat(self.messages(question, ctx.text, history), self.prompt.version)
         except LLMCallError as exc:  # recorded, shown and counted; the judge does not grade it
@@ -135,8 +132,6 @@ class LabQueryEngine(RetrieverQueryEngine):
     """
 
     def __init__(self, retriever: Any, synthesizer: LabSynthesizer, node_postprocessors: list | None = None):
-        from llama_index.core.callbacks import CallbackManager
-
         super().__init__(retriever, response_synthesizer=synthesizer, node_postprocessors=node_postprocessors,
                          callback_manager=CallbackManager([]))
         self._history: list[dict] | None = None

@@ -7,55 +7,74 @@ was interrupted resumes from what it stored, and a repeated run computes nothing
 
 from __future__ import annotations
 
+import random
 import time
-from typing import Any, Sequence
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from lab.config import ExperimentConfig, JudgeConfig, RagasConfig
+from lab.eval.evalset import EvalRow
+from lab.eval.judge import DIMENSIONS, judge_prompt, judge_questions
+from lab.eval.ragas import evaluate_ragas
+from lab.eval.records import Sample, retrieved_record
+from lab.metrics.labels import label_scores
+from lab.metrics.retrieval import question_scores
+from lab.metrics.spans import span_scores
+from lab.models.llm import LabLLM, as_llamaindex_llm
 from lab.progress import progress, run_all
+from lab.rag.generation import LabSynthesizer
+from lab.rag.pipeline import Pipeline
+from lab.rag.postprocess import low_confidence, score_float
+from lab.rag.semantic_cache import nodes_by_ids, open_semantic_cache
 
 
-def _num(score: object) -> float | None:
-    """Scores as plain floats (rerankers may return numpy scalars, which JSON cannot hold)."""
-    return None if score is None else float(score)
+class Timer(dict):
+    """Seconds per stage (``embed_queries_s``, ``retrieve_s``, ...), summed over calls."""
+
+    @contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self[name] = self.get(name, 0.0) + time.perf_counter() - t0
 
 
-def retrieve_stage(cfg: Any, rows: Sequence[Any], pipe: Any, timer: Any, show_progress: bool,
-                   labels: dict | None = None) -> tuple[list[dict], list[list[Any]]]:
-    """Keyword metrics per question; returns (samples, the final nodes of each question)."""
-    from llama_index.core.schema import QueryBundle
-
-    from lab.metrics.retrieval import question_scores
-    from lab.metrics.labels import label_scores
-    from lab.metrics.spans import span_scores
-    from lab.second_stage import low_confidence
-
+def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipeline, timer: Timer,
+                   show_progress: bool, labels: dict | None = None
+                   ) -> tuple[list[Sample], list[list[NodeWithScore]], dict[str, int]]:
+    """Retrieval metrics per question; returns (samples, the final nodes of each question, the
+    query-side caches' counters)."""
     embed_model, reranker = pipe.embed_model, pipe.reranker
     caches = cfg.caches
+    counters: dict[str, int] = {}
     before = dict(embed_model.counters)
     with timer.stage("embed_queries_s"):
         vectors = embed_model.encode([r.question for r in rows], embed_model.query_prefix,
                                      use_cache=caches is None or caches.query_embeddings)
-    pipe.counters["query_embeddings_computed"] = embed_model.counters["computed"] - before["computed"]
-    pipe.counters["query_embeddings_cached"] = embed_model.counters["cached"] - before["cached"]
+    counters["query_embeddings_computed"] = embed_model.counters["computed"] - before["computed"]
+    counters["query_embeddings_cached"] = embed_model.counters["cached"] - before["cached"]
     bundles = [QueryBundle(query_str=r.question, embedding=v.tolist()) for r, v in zip(rows, vectors)]
-    semantic = _semantic_cache(cfg, pipe)
+    semantic = open_semantic_cache(cfg.caches, pipe.cache_root, pipe.handle.key, cfg.retriever,
+                                   embed_model.fingerprint, embed_model.query_prefix)
     served = {i: hit for i, v in enumerate(vectors) if semantic and (hit := semantic.lookup(v)) is not None}
     with timer.stage("retrieve_s"):  # one batched LanceDB search for every question not served
         todo = [i for i in range(len(rows)) if i not in served]
         searched = dict(zip(todo, pipe.retriever.retrieve_many([bundles[i] for i in todo])))
         if served:
-            from lab.semantic_cache import nodes_by_ids
-
             searched.update({i: nodes_by_ids(pipe.handle.index.vector_store.table, hit["nodes"])
                              for i, hit in served.items()})
         firsts = [searched[i] for i in range(len(rows))]
     if semantic is not None:
-        semantic.put_many([(rows[i].question, vectors[i], [[n.node.node_id, _num(n.score)] for n in searched[i]])
-                           for i in todo])
-        pipe.counters["semantic_cache_hits"] = len(served)
-        pipe.counters["semantic_cache_misses"] = len(todo)
+        semantic.put_many([(rows[i].question, vectors[i],
+                            [[n.node.node_id, score_float(n.score)] for n in searched[i]]) for i in todo])
+        counters["semantic_cache_hits"] = len(served)
+        counters["semantic_cache_misses"] = len(todo)
     per_question_retrieve = timer["retrieve_s"] / max(len(rows), 1)
     sources = {d.metadata["source"] for d in pipe.corpus.documents}  # spans in other documents: not scored
-    candidate_k = pipe.candidate_k
+    candidate_k = pipe.chain.candidate_k
     samples, finals = [], []
     items = zip(rows, bundles, firsts)
     if reranker is not None:  # the slow stage: show a bar or log an ETA
@@ -83,33 +102,18 @@ def retrieve_stage(cfg: Any, rows: Sequence[Any], pipe: Any, timer: Any, show_pr
         if labels is not None and row.id in labels:
             scores.update(label_scores(labels[row.id], [n.node.node_id for n in final], cfg.metrics.k))
         finals.append(final)
-        samples.append({
-            "id": row.id,
-            "question": row.question,
-            "category": row.category,
-            "keywords": row.keywords,
-            "reference_answer": row.reference_answer,
-            "keyword_ranks": ranks,
-            "metrics": scores,
-            "retrieved": [
-                {
-                    "rank": i + 1,
-                    "id": n.node.node_id,
-                    "source": n.node.metadata.get("source"),
-                    "page": n.node.metadata.get("page"),
-                    "doc_type": n.node.metadata.get("doc_type"),
-                    "score": _num(n.score),
-                    "first_stage_rank": first_rank[n.node.node_id][0],
-                    "first_stage_score": _num(first_rank[n.node.node_id][1]),
-                    "start_char_idx": n.node.start_char_idx,
-                    "end_char_idx": n.node.end_char_idx,
-                    "text": n.node.get_content(),
-                }
-                for i, n in enumerate(final)
-            ],
-            "first_stage": [{"id": n.node.node_id, "score": _num(n.score)} for n in first] if reranker else None,
-            "timings": {"retrieve_s": per_question_retrieve, "rerank_s": (t2 - t1) if reranker else None},
-        })
+        samples.append(Sample(
+            id=row.id,
+            question=row.question,
+            category=row.category,
+            keywords=row.keywords,
+            reference_answer=row.reference_answer,
+            keyword_ranks=ranks,
+            metrics=scores,
+            retrieved=[retrieved_record(i + 1, n, first_rank[n.node.node_id]) for i, n in enumerate(final)],
+            first_stage=[{"id": n.node.node_id, "score": score_float(n.score)} for n in first] if reranker else None,
+            timings={"retrieve_s": per_question_retrieve, "rerank_s": (t2 - t1) if reranker else None},
+        ))
         if refs:
             samples[-1]["references"] = [{"source": src, "start": a, "end": b} for src, a, b in refs]
             samples[-1]["span_chars"] = span_chars
@@ -121,22 +125,13 @@ def retrieve_stage(cfg: Any, rows: Sequence[Any], pipe: Any, timer: Any, show_pr
                                               "similarity": round(served[k]["similarity"], 4)}
                                              if k in served else {"hit": False})
         if cfg.guardrail is not None:
-            samples[-1]["low_confidence"] = low_confidence([_num(n.score) or 0.0 for n in first],
+            samples[-1]["low_confidence"] = low_confidence([score_float(n.score) or 0.0 for n in first],
                                                            cfg.guardrail.min_top_score)
-    return samples, finals
+    return samples, finals, counters
 
 
-def _semantic_cache(cfg: Any, pipe: Any) -> Any:
-    if cfg.caches is None or cfg.caches.semantic_threshold is None:
-        return None
-    from lab.semantic_cache import SemanticQueryCache, scope_key
-
-    scope = scope_key(pipe.handle.key, cfg.retriever, pipe.embed_model.fingerprint, pipe.embed_model.query_prefix)
-    return SemanticQueryCache(pipe.cache_root / "semantic.sqlite", scope, cfg.caches.semantic_threshold)
-
-
-def answer_stage(samples: list[dict], finals: list[list[Any]], synthesizer: Any, timer: Any,
-                 show_progress: bool, suppress: bool = False) -> None:
+def answer_stage(samples: list[Sample], finals: list[list[NodeWithScore]], synthesizer: LabSynthesizer,
+                 timer: Timer, show_progress: bool, suppress: bool = False) -> None:
     """Answer every question from its final nodes; adds ``context`` and ``answer`` to samples."""
 
     def one(k: int) -> tuple[dict, Any]:
@@ -156,12 +151,10 @@ def answer_stage(samples: list[dict], finals: list[list[Any]], synthesizer: Any,
         s["timings"]["generate_s"] = None if record["cached"] else record["seconds"]
 
 
-def judge_stage(samples: list[dict], llm: Any, cfg: Any, seed: int, timer: Any, show_progress: bool) -> None:
+def judge_stage(samples: list[Sample], llm: LabLLM, cfg: JudgeConfig, seed: int, timer: Timer,
+                show_progress: bool) -> None:
     """Judge every answer (and calibrate the judge); adds ``judgement``/``calibration``."""
-    from lab.judge import DIMENSIONS, JUDGE_FIELDS, judge_questions
-    from lab.prompts import load_prompt
-
-    prompt = load_prompt(cfg.prompt, JUDGE_FIELDS, where="judge.prompt")
+    prompt = judge_prompt(cfg)
     items = [{"id": s["id"], "category": s["category"], "question": s["question"],
               "reference": s["reference_answer"], "answer": s["answer"]["text"],
               "answer_error": s["answer"].get("error")} for s in samples]
@@ -180,14 +173,9 @@ def judge_stage(samples: list[dict], llm: Any, cfg: Any, seed: int, timer: Any, 
         s["metrics"]["judge_failed"] = 1 if j["status"] == "failed" else 0
 
 
-def ragas_stage(samples: list[dict], finals: list[list[Any]], llm: Any, embed_model: Any, cfg: Any,
-                timer: Any, show_progress: bool) -> dict:
+def ragas_stage(samples: list[Sample], finals: list[list[NodeWithScore]], llm: LabLLM, embed_model: Any,
+                cfg: RagasConfig, timer: Timer, show_progress: bool) -> dict:
     """ragas metrics on a seeded sample of the questions; adds ``ragas`` to those samples."""
-    import random
-
-    from lab.llm import as_llamaindex_llm
-    from lab.ragas_eval import evaluate_ragas
-
     chosen = list(range(len(samples)))
     if cfg.limit is not None and cfg.limit < len(samples):
         chosen = sorted(random.Random(cfg.seed).sample(chosen, cfg.limit))

@@ -20,36 +20,11 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
-from lab.models import ResolvedModel, model_fingerprint
-from lab.store import SqliteStore
+from lab.caches import VectorCache
+from lab.config import EmbeddingConfig
+from lab.models.resolve import ResolvedModel, model_fingerprint
 
 log = logging.getLogger(__name__)
-
-
-class VectorCache(SqliteStore):
-    """A content-addressed store of float32 vectors (SQLite, WAL, safe across processes)."""
-
-    schema = "vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)"
-
-    def get_many(self, keys: list[str]) -> dict[str, np.ndarray]:
-        out: dict[str, np.ndarray] = {}
-        conn = self._conn()
-        for start in range(0, len(keys), 500):
-            batch = keys[start : start + 500]
-            marks = ",".join("?" * len(batch))
-            for key, blob in conn.execute(f"SELECT key, vec FROM vectors WHERE key IN ({marks})", batch):
-                out[key] = np.frombuffer(blob, dtype=np.float32)
-        return out
-
-    def put_many(self, items: dict[str, np.ndarray]) -> None:
-        if not items:
-            return
-        conn = self._conn()
-        with conn:
-            conn.executemany(
-                "INSERT OR REPLACE INTO vectors (key, vec) VALUES (?, ?)",
-                [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()],
-            )
 
 
 class LabEmbedding(BaseEmbedding):
@@ -82,7 +57,7 @@ class LabEmbedding(BaseEmbedding):
         return self._fingerprint
 
     def _load(self) -> Any:
-        if self._model is None:
+        if self._model is None:  # torch and sentence-transformers load here, on first use: heavy
             from llama_index.embeddings.huggingface import HuggingFaceEmbedding
 
             self._model = HuggingFaceEmbedding(
@@ -133,7 +108,7 @@ class LabEmbedding(BaseEmbedding):
         return self._get_query_embedding(query)
 
 
-def build_embedding(cfg: Any, resolved: ResolvedModel, cache_root: Path | None) -> LabEmbedding:
+def build_embedding(cfg: EmbeddingConfig, resolved: ResolvedModel, cache_root: Path | None) -> LabEmbedding:
     cache = VectorCache(cache_root / "embeddings.sqlite") if cache_root else None
     return LabEmbedding(
         resolved,

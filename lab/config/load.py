@@ -1,4 +1,4 @@
-"""Experiment configs: YAML files validated by pydantic, with ``extends:`` inheritance.
+"""Loading experiment configs: YAML files validated by the schema, with ``extends:`` inheritance.
 
 A config names every choice of a run. ``turn18.yaml`` says ``extends: turn13`` and lists only
 what changed; the fully resolved config is written into every run folder.
@@ -7,146 +7,28 @@ Merging rule for ``extends``: mappings merge key by key, the child winning; a co
 section (``chunker``, ``retriever``, ``reranker``) whose ``name`` changes is replaced whole,
 so a semantic chunker does not inherit ``chunk_size`` from a recursive one. ``reranker: null``
 in a child removes the parent's reranker.
+
+Overrides (``--kb``, ``--set retriever.alpha=0.5``, ``--retrieval-only``, an optimize trial) are
+nested mappings merged last, built with :func:`set_path` and :func:`retrieval_only`.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import re
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import ValidationError
 
-from lab.answer_config import (  # noqa: F401  (re-exported: the schema lives in one namespace)
-    CharBudgetContext,
-    ContextConfig,
-    GenerationConfig,
-    JudgeConfig,
-    LLMConfig,
-    RagasConfig,
-    Strict,
-    TokenBudgetContext,
-    TopNContext,
-)
-from lab.component_config import (  # noqa: F401  (re-exported)
-    LoaderConfig,
-    RecursiveCharacterChunker,
-    SemanticChunker,
-    FixedTokenChunker,
-    PageChunker,
-    ChunkerConfig,
-    EmbeddingConfig,
-    VectorRetriever,
-    BM25Retriever,
-    HybridRetriever,
-    RetrieverConfig,
-    AutoActivation,
-    FlagEmbeddingRerankerConfig,
-    SentenceTransformerRerankerConfig,
-    LLMPointwiseRerankerConfig,
-    KeywordOverlapRerankerConfig,
-    RerankerConfig,
-    CachesConfig,
-    GuardrailConfig,
-)
+from lab.config.schema import ContextConfig, ExperimentConfig
+from lab.config.components import ChunkerConfig, RerankerConfig, RetrieverConfig
 from lab.errors import ConfigError
+from lab.registry import Registry, did_you_mean
 
-SCHEMA_VERSION = 1
-DEFAULT_CATEGORIES = (
-    "direct_fact",
-    "temporal",
-    "spanning",
-    "comparative",
-    "numerical",
-    "relationship",
-    "holistic",
-)
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-
-
-class DataConfig(Strict):
-    knowledge_base: str = Field(description="Folder of documents, relative to the project root.")
-    eval_set: str = Field(description="JSONL eval set, relative to the project root.")
-    labels: str | None = Field(
-        None, description="CSV query_id,relevant_ids (chunk ids separated by ;) for recall@k and MRR@k.")
-    categories: list[str] = Field(
-        default_factory=lambda: list(DEFAULT_CATEGORIES),
-        description="Declared question categories; an eval row with another category is an error.",
-    )
-
-
-class MetricsConfig(Strict):
-    k: int = Field(10, gt=0, description="Cut-off of nDCG@k.")
-
-
-class SampleConfig(Strict):
-    limit: int | None = Field(None, gt=0, description="Evaluate a stratified sample of this size.")
-    seed: int = 13
-
-
-class ReportConfig(Strict):
-    thresholds: dict[str, tuple[float, float]] = Field(
-        default_factory=dict,
-        description="Colour thresholds per metric, (green from, amber from), e.g. mrr: [0.9, 0.75]; "
-        "they override the defaults and change only how reports look.",
-    )
-
-    @model_validator(mode="after")
-    def _ordered(self) -> "ReportConfig":
-        for metric, (good, ok) in self.thresholds.items():
-            if good < ok:
-                raise ValueError(f"thresholds.{metric}: green from {good} is below amber from {ok}; write [green, amber]")
-        return self
-
-
-class ExperimentConfig(Strict):
-    schema_version: Literal[1] = SCHEMA_VERSION
-    name: str = Field(description="Set from the file name.")
-    description: str = ""
-    extends: str | None = None
-    data: DataConfig
-    loader: LoaderConfig = Field(default_factory=LoaderConfig)
-    chunker: ChunkerConfig
-    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
-    retriever: RetrieverConfig
-    reranker: RerankerConfig | None = None
-    guardrail: GuardrailConfig | None = None
-    caches: CachesConfig | None = None
-    generation: GenerationConfig | None = Field(default_factory=GenerationConfig)
-    judge: JudgeConfig | None = Field(default_factory=JudgeConfig)
-    ragas: RagasConfig | None = None
-    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
-    sample: SampleConfig = Field(default_factory=SampleConfig)
-    report: ReportConfig = Field(default_factory=ReportConfig)
-
-    @model_validator(mode="after")
-    def _rerank_fits(self) -> "ExperimentConfig":
-        r = self.reranker
-        if r is not None:
-            k = self.retriever.top_k
-            if r.top_n > k:
-                raise ValueError(f"reranker.top_n ({r.top_n}) exceeds retriever.top_k ({k})")
-            if r.candidate_k is not None and not (r.top_n <= r.candidate_k <= k):
-                raise ValueError(
-                    f"reranker.candidate_k ({r.candidate_k}) must lie between top_n ({r.top_n}) "
-                    f"and retriever.top_k ({k})"
-                )
-        if self.generation is None and (self.judge is not None or self.ragas is not None):
-            raise ValueError("judge and ragas grade answers: they need a generation section (or set them to null)")
-        return self
-
-    def fingerprint(self) -> str:
-        """A stable hash of the resolved config (used to spot edited configs); the sample and the
-        report's colours do not change what a run computes, so they are left out, and so are unset
-        (null) fields, so that a new optional section leaves earlier fingerprints as they were."""
-        import hashlib
-
-        body = self.model_dump(mode="json", exclude={"sample", "report"}, exclude_none=True)
-        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,13 +47,9 @@ def experiment_path(name: str, experiments_dir: Path) -> Path:
     path = experiments_dir / f"{name}.yaml"
     if not path.is_file():
         available = sorted(p.stem for p in experiments_dir.glob("*.yaml"))
-        import difflib
-
-        close = difflib.get_close_matches(name, available, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
         raise ConfigError(
             f"no experiment {name!r}: {path} does not exist",
-            hint=f"{hint}available: {', '.join(available) or '(none)'}",
+            hint=f"{did_you_mean(name, available)}available: {', '.join(available) or '(none)'}",
         )
     return path
 
@@ -193,6 +71,24 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of keys, not {type(data).__name__}")
     return data
+
+
+#: The sections that answer and grade; ``--retrieval-only`` and sweeps without answers null them.
+ANSWER_SECTIONS = ("generation", "judge", "ragas")
+
+
+def retrieval_only(overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` with answering and grading switched off (recorded in the run's config)."""
+    return {**overrides, **{section: None for section in ANSWER_SECTIONS}}
+
+
+def set_path(overrides: dict[str, Any], path: str | tuple[str, ...], value: Any) -> dict[str, Any]:
+    """``overrides`` with the dotted ``path`` (``"retriever.alpha"``) set to ``value``."""
+    parts = tuple(path.split(".")) if isinstance(path, str) else path
+    nested: Any = value
+    for part in reversed(parts):
+        nested = {part: nested}
+    return merge(overrides, nested)
 
 
 def merge(parent: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
@@ -293,8 +189,6 @@ _TAGS = {tag for union in SECTION_UNIONS.values() for tag in component_names(uni
 
 def _check_component_names(raw: dict, chain: list[Path]) -> None:
     """Unknown component names fail with 'did you mean' and the valid names."""
-    from lab.registry import Registry
-
     for loc, union in SECTION_UNIONS.items():
         value: Any = raw
         for part in loc:

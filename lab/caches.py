@@ -1,0 +1,122 @@
+"""The content caches, all SQLite: WAL mode, one connection per thread, safe across processes
+(two runs sharing a cache each see the other's commits).
+
+- :class:`VectorCache`: float32 vectors by content key (``embeddings.sqlite``: chunk and query
+  embeddings; ``scores.sqlite``: the LLM reranker's scores);
+- :class:`CallCache`: LLM responses by call key (``llm.sqlite``);
+- :class:`SemanticQueryCache`: earlier questions' embeddings and retrievals (``semantic.sqlite``).
+
+Keys are made by the callers from content (model fingerprint, prompt, text); a store only
+keeps and returns them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+
+class SqliteStore:
+    """A table ``(key TEXT PRIMARY KEY, <column> <type> NOT NULL)`` in a file of its own."""
+
+    schema = ""  # e.g. "vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)"
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._conn() as conn:
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {self.schema}")
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=60)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+        return conn
+
+
+class VectorCache(SqliteStore):
+    """A content-addressed store of float32 vectors."""
+
+    schema = "vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)"
+
+    def get_many(self, keys: list[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        conn = self._conn()
+        for start in range(0, len(keys), 500):
+            batch = keys[start : start + 500]
+            marks = ",".join("?" * len(batch))
+            for key, blob in conn.execute(f"SELECT key, vec FROM vectors WHERE key IN ({marks})", batch):
+                out[key] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def put_many(self, items: dict[str, np.ndarray]) -> None:
+        if not items:
+            return
+        conn = self._conn()
+        with conn:
+            conn.executemany(
+                "INSERT OR REPLACE INTO vectors (key, vec) VALUES (?, ?)",
+                [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()],
+            )
+
+
+class CallCache(SqliteStore):
+    """Content-addressed store of LLM responses (one commit per call)."""
+
+    schema = "calls (key TEXT PRIMARY KEY, body TEXT NOT NULL)"
+
+    def get(self, key: str) -> dict | None:
+        row = self._conn().execute("SELECT body FROM calls WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put(self, key: str, body: dict) -> None:
+        conn = self._conn()
+        with conn:
+            conn.execute("INSERT OR REPLACE INTO calls (key, body) VALUES (?, ?)", (key, json.dumps(body)))
+
+
+class SemanticQueryCache(SqliteStore):
+    """Questions asked before, within one ``scope`` (index, retriever, embedding): a question
+    whose embedding is at least ``threshold`` cosine close to one of them reuses its retrieval
+    (see :mod:`lab.rag.semantic_cache`)."""
+
+    schema = "entries (key TEXT PRIMARY KEY, scope TEXT NOT NULL, question TEXT NOT NULL, vec BLOB NOT NULL, " \
+             "hits TEXT NOT NULL)"
+
+    def __init__(self, path: Path, scope: str, threshold: float):
+        super().__init__(path)
+        self.scope = scope
+        self.threshold = threshold
+        rows = self._conn().execute("SELECT question, vec, hits FROM entries WHERE scope = ?", (scope,)).fetchall()
+        self._questions = [r[0] for r in rows]
+        self._hits = [json.loads(r[2]) for r in rows]
+        self._matrix = np.stack([np.frombuffer(r[1], dtype=np.float32) for r in rows]) if rows else None
+
+    def lookup(self, vec: np.ndarray) -> dict | None:
+        """The closest earlier question at or above the threshold: {question, similarity, nodes}."""
+        if self._matrix is None:
+            return None
+        sims = self._matrix @ np.asarray(vec, dtype=np.float32)
+        best = int(np.argmax(sims))
+        if float(sims[best]) < self.threshold:
+            return None
+        return {"question": self._questions[best], "similarity": float(sims[best]), "nodes": self._hits[best]}
+
+    def put_many(self, items: Sequence[tuple[str, np.ndarray, list]]) -> None:
+        """Store (question, embedding, [[node id, score], ...]) entries."""
+        rows = [(hashlib.sha256(f"{self.scope}\x00{q}".encode()).hexdigest(), self.scope, q,
+                 np.asarray(v, dtype=np.float32).tobytes(), json.dumps(hits)) for q, v, hits in items]
+        conn = self._conn()
+        with conn:
+            conn.executemany("INSERT OR REPLACE INTO entries (key, scope, question, vec, hits) VALUES (?, ?, ?, ?, ?)",
+                             rows)

@@ -1,0 +1,197 @@
+"""The experiment schema: every section of a config, validated by pydantic (``extra="forbid"``).
+
+The pipeline's component sections (loader, chunker, embedding, retriever, reranker, caches,
+guardrail) are in :mod:`lab.config.components`; this module holds the experiment itself, its
+data, metrics, sample and report sections, and the answering sections (LLMs, context builder,
+generation, judge, ragas). :mod:`lab.config` exports all of them: one namespace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Literal, Union
+
+from pydantic import Field, model_validator
+
+from lab.config.components import (
+    CachesConfig,
+    ChunkerConfig,
+    EmbeddingConfig,
+    GuardrailConfig,
+    LoaderConfig,
+    RerankerConfig,
+    RetrieverConfig,
+    Strict,
+)
+
+
+class LLMConfig(Strict):
+    """One LLM: a local GGUF through llama.cpp (the default), OpenAI, or any OpenAI-compatible
+    server. Keys come from the environment or a ``.env`` file, never from configs."""
+
+    backend: Literal["llama_cpp", "openai", "openai_compatible"] = "llama_cpp"
+    model: str = Field("qwen2.5-coder-1.5b-instruct", description="GGUF name or path; or the remote model name.")
+    temperature: float = Field(0.0, ge=0, le=2)
+    max_tokens: int = Field(256, gt=0, description="Cap on output tokens per call.")
+    seed: int = 0
+    n_ctx: int = Field(4096, gt=0, description="llama_cpp: context window in tokens.")
+    n_threads: int | None = Field(None, gt=0, description="llama_cpp: CPU threads (default: all cores).")
+    base_url: str | None = Field(None, description="openai_compatible (required) or openai: the API base URL.")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the key.")
+    concurrency: int = Field(4, gt=0, description="Remote backends: requests in flight.")
+    max_retries: int = Field(5, ge=0, description="Remote backends: retries with backoff on 429/5xx/timeouts.")
+    timeout_s: float = Field(60.0, gt=0)
+    price_per_mtok: tuple[float, float] | None = Field(
+        None, description="USD per million (input, output) tokens; known OpenAI models have defaults."
+    )
+
+    @model_validator(mode="after")
+    def _backend_fields(self) -> "LLMConfig":
+        if self.backend == "openai_compatible" and not self.base_url:
+            raise ValueError("backend 'openai_compatible' needs base_url (e.g. http://localhost:11434/v1)")
+        if self.backend == "llama_cpp" and self.base_url:
+            raise ValueError("base_url is for remote backends; backend 'llama_cpp' runs a local GGUF file")
+        return self
+
+
+class TopNContext(Strict):
+    """Concatenate the top ``n`` passages (all of them when ``n`` is unset)."""
+
+    name: Literal["top_n"]
+    n: int | None = Field(None, gt=0)
+
+
+class CharBudgetContext(Strict):
+    """Relevance-prioritised truncation to a character budget (see lab.rag.context)."""
+
+    name: Literal["char_budget"]
+    max_chars: int = Field(5000, gt=0)
+
+
+class TokenBudgetContext(Strict):
+    """Numbered passages while they fit a token budget (tiktoken, offline)."""
+
+    name: Literal["token_budget"]
+    max_tokens: int = Field(3000, gt=0)
+    encoding: str = "cl100k_base"
+
+
+ContextConfig = Annotated[
+    Union[TopNContext, CharBudgetContext, TokenBudgetContext], Field(discriminator="name")
+]
+
+
+class GenerationConfig(Strict):
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    context: ContextConfig = Field(default_factory=lambda: TopNContext(name="top_n"))
+    prompt: str = Field("answer-grounded-v1", description="A prompt file in lab/prompts (without .txt).")
+
+
+class JudgeConfig(Strict):
+    llm: LLMConfig = Field(default_factory=lambda: LLMConfig(max_tokens=160))
+    prompt: str = Field("judge-v1", description="A prompt file in lab/prompts (without .txt).")
+    calibration: bool = Field(
+        True, description="Also judge each reference answer as the answer (should score high) and "
+        "another question's reference (should score 1), and report the separation.",
+    )
+    max_attempts: int = Field(3, gt=0, description="Tries per judgement before it is recorded as failed.")
+
+
+class RagasConfig(Strict):
+    metrics: list[Literal["faithfulness", "answer_relevancy", "context_precision", "context_recall"]] = Field(
+        default_factory=lambda: ["faithfulness", "answer_relevancy", "context_precision", "context_recall"]
+    )
+    limit: int | None = Field(5, gt=0, description="Questions scored (a seeded sample); None: all.")
+    seed: int = 13
+
+
+SCHEMA_VERSION = 1
+DEFAULT_CATEGORIES = (
+    "direct_fact",
+    "temporal",
+    "spanning",
+    "comparative",
+    "numerical",
+    "relationship",
+    "holistic",
+)
+
+
+class DataConfig(Strict):
+    knowledge_base: str = Field(description="Folder of documents, relative to the project root.")
+    eval_set: str = Field(description="JSONL eval set, relative to the project root.")
+    labels: str | None = Field(
+        None, description="CSV query_id,relevant_ids (chunk ids separated by ;) for recall@k and MRR@k.")
+    categories: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_CATEGORIES),
+        description="Declared question categories; an eval row with another category is an error.",
+    )
+
+
+class MetricsConfig(Strict):
+    k: int = Field(10, gt=0, description="Cut-off of nDCG@k.")
+
+
+class SampleConfig(Strict):
+    limit: int | None = Field(None, gt=0, description="Evaluate a stratified sample of this size.")
+    seed: int = 13
+
+
+class ReportConfig(Strict):
+    thresholds: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="Colour thresholds per metric, (green from, amber from), e.g. mrr: [0.9, 0.75]; "
+        "they override the defaults and change only how reports look.",
+    )
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "ReportConfig":
+        for metric, (good, ok) in self.thresholds.items():
+            if good < ok:
+                raise ValueError(f"thresholds.{metric}: green from {good} is below amber from {ok}; write [green, amber]")
+        return self
+
+
+class ExperimentConfig(Strict):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    name: str = Field(description="Set from the file name.")
+    description: str = ""
+    extends: str | None = None
+    data: DataConfig
+    loader: LoaderConfig = Field(default_factory=LoaderConfig)
+    chunker: ChunkerConfig
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    retriever: RetrieverConfig
+    reranker: RerankerConfig | None = None
+    guardrail: GuardrailConfig | None = None
+    caches: CachesConfig | None = None
+    generation: GenerationConfig | None = Field(default_factory=GenerationConfig)
+    judge: JudgeConfig | None = Field(default_factory=JudgeConfig)
+    ragas: RagasConfig | None = None
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    sample: SampleConfig = Field(default_factory=SampleConfig)
+    report: ReportConfig = Field(default_factory=ReportConfig)
+
+    @model_validator(mode="after")
+    def _rerank_fits(self) -> "ExperimentConfig":
+        r = self.reranker
+        if r is not None:
+            k = self.retriever.top_k
+            if r.top_n > k:
+                raise ValueError(f"reranker.top_n ({r.top_n}) exceeds retriever.top_k ({k})")
+            if r.candidate_k is not None and not (r.top_n <= r.candidate_k <= k):
+                raise ValueError(
+                    f"reranker.candidate_k ({r.candidate_k}) must lie between top_n ({r.top_n}) "
+                    f"and retriever.top_k ({k})"
+                )
+        if self.generation is None and (self.judge is not None or self.ragas is not None):
+            raise ValueError("judge and ragas grade answers: they need a generation section (or set them to null)")
+        return self
+
+    def fingerprint(self) -> str:
+        """A stable hash of the resolved config (used to spot edited configs); the sample and the
+        report's colours do not change what a run computes, so they are left out, and so are unset
+        (null) fields, so that a new optional section leaves earlier fingerprints as they were."""
+        body = self.model_dump(mode="json", exclude={"sample", "report"}, exclude_none=True)
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]

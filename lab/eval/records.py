@@ -1,0 +1,223 @@
+"""The run files' schema, and their only writer.
+
+A run folder ``reports/<NAME>/<run-id>/`` holds ``config.yaml`` (the resolved config),
+``results.json`` (:class:`Results`), ``samples.jsonl`` (one :class:`Sample` per line), the report
+and the per-question exports. The keys below are a contract: reports of old runs are rendered and
+compared from them, so a key is added (optional), never renamed or removed.
+
+:func:`write_run` writes the folder under a temporary name and renames it into place when
+complete: a folder that exists is a finished run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import TypedDict
+
+from llama_index.core.schema import NodeWithScore
+
+import lab
+from lab import faults
+from lab.config import ExperimentConfig, dump_yaml
+from lab.errors import LabError
+from lab.rag.postprocess import score_float
+from lab.report.html import render_run
+
+#: ``results.json``'s ``schema_version``.
+RESULTS_SCHEMA = 1
+#: Packages whose versions every run records.
+PACKAGES = (
+    "llama-index-core",
+    "llama-index-vector-stores-lancedb",
+    "lancedb",
+    "sentence-transformers",
+    "torch",
+    "langchain-text-splitters",
+    "llama-cpp-python",
+    "pydantic",
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# samples.jsonl
+
+
+class Retrieved(TypedDict):
+    """A chunk the pipeline sent on, at its final rank."""
+
+    rank: int
+    id: str
+    source: str | None
+    page: str | None
+    doc_type: str | None
+    score: float | None
+    first_stage_rank: int
+    first_stage_score: float | None
+    start_char_idx: int | None
+    end_char_idx: int | None
+    text: str
+
+
+class Sample(TypedDict, total=False):
+    """One question. Always: id, question, category, keywords, reference_answer, keyword_ranks,
+    metrics, retrieved, first_stage, timings. The rest when a stage that writes it ran:
+    references and span_chars (golden spans), rerank (auto-activation), semantic_cache,
+    low_confidence (guardrail), context and answer (generation), judgement and calibration
+    (judge), ragas."""
+
+    id: str
+    question: str
+    category: str
+    keywords: list[str]
+    reference_answer: str
+    keyword_ranks: dict[str, int | None]
+    metrics: dict[str, float | int | None]  # metric name (lab.metrics.catalog) -> value
+    retrieved: list[Retrieved]
+    first_stage: list[dict] | None  # [{id, score}] before reranking; None without a reranker
+    timings: dict[str, float | None]
+    references: list[dict]  # [{source, start, end}]
+    span_chars: int | None
+    rerank: dict  # {fired, why}
+    semantic_cache: dict  # {hit, of?, similarity?}
+    low_confidence: bool
+    context: dict
+    answer: dict
+    judgement: dict
+    calibration: dict | None
+    ragas: dict
+
+
+def retrieved_record(rank: int, n: NodeWithScore, first_rank: tuple[int, float | None]) -> Retrieved:
+    node = n.node
+    return Retrieved(rank=rank, id=node.node_id, source=node.metadata.get("source"), page=node.metadata.get("page"),
+                     doc_type=node.metadata.get("doc_type"), score=score_float(n.score), first_stage_rank=first_rank[0],
+                     first_stage_score=score_float(first_rank[1]), start_char_idx=node.start_char_idx,
+                     end_char_idx=node.end_char_idx, text=node.get_content())
+
+
+# ---------------------------------------------------------------------------------------------
+# results.json
+
+
+class Results(TypedDict, total=False):
+    """A run's aggregates and provenance. Always: schema_version, name, run_id, created_at,
+    description, config, config_fingerprint, sample, data, index, models, metrics, counters,
+    llm_usage, cost_usd, timings, environment. The rest when the stage ran: guardrail,
+    rerank_activation, labels, answers, judge, calibration, ragas."""
+
+    schema_version: int
+    name: str
+    run_id: str | None
+    created_at: str
+    description: str
+    config: dict
+    config_fingerprint: str
+    sample: dict  # {is_sample, n_questions, n_total, limit, seed}
+    data: dict  # {knowledge_base, corpus_sha256, n_documents, n_chars, skipped_files, eval_set, eval_sha256, categories}
+    index: dict  # {key, path, reused, n_chunks, chunk_chars_mean, texts_embedded}
+    models: dict  # {embedding, reranker, generation, judge}
+    metrics: dict  # {k, overall: {metric: {mean, n}}, by_category: {category: {n, metric: {mean, n}}}}
+    guardrail: dict
+    rerank_activation: dict
+    labels: dict
+    answers: dict
+    judge: dict
+    calibration: dict | None
+    ragas: dict
+    counters: dict[str, int]
+    llm_usage: dict[str, dict]
+    cost_usd: float | None
+    timings: dict[str, float]
+    environment: dict
+
+
+def environment(project_root: Path) -> dict:
+    """Versions, machine and git commit of a run."""
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    commit, dirty = None, None
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=project_root, capture_output=True,
+                                text=True, timeout=10).stdout.strip() or None
+        status = subprocess.run(["git", "status", "--porcelain"], cwd=project_root, capture_output=True,
+                                text=True, timeout=10).stdout
+        dirty = bool(status.strip()) if commit else None
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {
+        "lab": lab.__version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "packages": versions,
+        "git_commit": commit,
+        "git_dirty": dirty,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The writer
+
+
+def write_run(results: Results, samples: list[Sample], cfg: ExperimentConfig, reports_root: Path) -> Path:
+    """Write the run folder atomically (temporary folder, then rename) and render its report."""
+    try:
+        return _write_run(results, samples, cfg, reports_root)
+    except OSError as exc:  # disk full, read-only folder, a file where a folder should be
+        raise LabError(f"cannot write the run into {reports_root / cfg.name}: {exc.strerror or exc}",
+                       hint="free disk space or make the folder writable (or pass --reports DIR); every model "
+                            "call is cached, so the rerun costs seconds") from None
+
+
+def _write_run(results: Results, samples: list[Sample], cfg: ExperimentConfig, reports_root: Path) -> Path:
+    base = reports_root / cfg.name
+    base.mkdir(parents=True, exist_ok=True)
+    for debris in base.glob(".*.tmp-*"):  # left by a run killed while writing (its process is gone)
+        pid = debris.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not faults.pid_alive(int(pid)):
+            shutil.rmtree(debris, ignore_errors=True) if debris.is_dir() else debris.unlink(missing_ok=True)
+    run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    suffix = 1
+    while (base / run_id).exists():
+        suffix += 1
+        run_id = f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{suffix}"
+    results["run_id"] = run_id
+    tmp = base / f".{run_id}.tmp-{os.getpid()}"
+    tmp.mkdir()
+    try:
+        (tmp / "config.yaml").write_text(dump_yaml(cfg), encoding="utf-8")
+        (tmp / "results.json").write_text(json.dumps(results, indent=2, default=str), encoding="utf-8")
+        with open(tmp / "samples.jsonl", "w", encoding="utf-8") as fh:
+            for s in samples:
+                fh.write(json.dumps(s, default=str) + "\n")
+        render_run(tmp)
+        faults.point("run.before_rename")
+        os.replace(tmp, base / run_id)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    latest_tmp = base / f".LATEST.tmp-{os.getpid()}"
+    latest_tmp.write_text(run_id + "\n")
+    os.replace(latest_tmp, base / "LATEST")
+    return base / run_id
+
+
+def read_results(run_dir: Path) -> Results:
+    return json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
+
+
+def overall_means(results: Results) -> dict[str, float | None]:
+    """metric -> overall mean, what sweeps and searches compare."""
+    return {m: v["mean"] for m, v in results["metrics"]["overall"].items()}

@@ -1,0 +1,150 @@
+"""The metric catalogue: one row per metric, and every table, chart, export, comparison, sweep and
+search reads it.
+
+A row says what a metric is called on a page (``label``), which stage produces it (``group``),
+how its values look (``kind``), which way is better (``higher_is_better``; None for sizes, which
+have no better direction), the default colour ``thresholds`` (green from, amber from), and the
+``views`` that show it. Adding a metric is adding a row here and computing it in its stage.
+
+Order matters and is part of what reports look like: :data:`CATALOG` is in the order of the
+exports and comparisons (retrieval quality, then sizes, then answers); pages that group metrics
+by stage (the run page's cards and per-category table) use :func:`by_group`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Stages, in the order a run computes them and the run page groups them.
+GROUPS = ("retrieval", "spans", "labels", "judge", "answer", "ragas")
+
+#: Views: "terminal" (`lab run`/`lab show`), "table" (the run page's question table), "chart" (the
+#: run page's per-category charts, and the per-category tables of compare.html), "compare" (`lab
+#: compare`'s table and tests), "compare_chart" (compare.html's story charts), "movers" (compare.html's
+#: movers and per-category charts), "sweep" (sweep/optimize tables), "sweep_chart" (their charts).
+#: Cards, the run page's per-category table and the exports show every metric a run has.
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    label: str
+    group: str
+    kind: str  # "share" (0-1, 4 decimals), "percent" (0-1 shown as %), "score" (judge 1-5), "ragas" (0-1, 3
+    # decimals), "size" (a count)
+    higher_is_better: bool | None
+    thresholds: tuple[float, float] | None = None
+    views: frozenset[str] = frozenset()
+
+
+def _v(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+#: InsureLLM's dashboard thresholds: green >= 0.9, amber >= 0.75 for shares of 1; green >= 4.5,
+#: amber >= 4.0 for the judge's 1-5 scores. A config's ``report.thresholds`` overrides them.
+_SHARE, _SCORE = (0.9, 0.75), (4.5, 4.0)
+
+CATALOG: tuple[Metric, ...] = (
+    Metric("mrr", "MRR", "retrieval", "share", True, _SHARE,
+           _v("terminal", "table", "chart", "compare", "compare_chart", "movers", "sweep", "sweep_chart")),
+    Metric("ndcg", "nDCG", "retrieval", "share", True, _SHARE,
+           _v("terminal", "table", "chart", "compare", "compare_chart", "sweep", "sweep_chart")),
+    Metric("coverage", "Coverage", "retrieval", "percent", True, _SHARE,
+           _v("terminal", "table", "compare", "compare_chart", "sweep", "sweep_chart")),
+    Metric("span_precision", "Span precision", "spans", "share", True, None, _v("compare")),
+    Metric("span_recall", "Span recall", "spans", "share", True, None, _v("terminal", "compare")),
+    Metric("span_iou", "Span IoU", "spans", "share", True, None, _v("terminal", "table", "compare", "sweep")),
+    Metric("label_recall", "Recall@k (labels)", "labels", "share", True, None, _v("compare")),
+    Metric("label_mrr", "MRR@k (labels)", "labels", "share", True, None, _v("compare")),
+    Metric("context_chars", "Context chars", "retrieval", "size", None, None, _v("terminal", "compare", "sweep")),
+    Metric("accuracy", "Accuracy", "judge", "score", True, _SCORE,
+           _v("terminal", "table", "chart", "compare", "compare_chart", "movers", "sweep", "sweep_chart")),
+    Metric("completeness", "Completeness", "judge", "score", True, _SCORE,
+           _v("terminal", "table", "chart", "compare", "compare_chart", "sweep")),
+    Metric("relevance", "Relevance", "judge", "score", True, _SCORE, _v("terminal", "table", "compare", "sweep")),
+    Metric("answer_chars", "Answer chars", "answer", "size", None),
+    Metric("sent_context_chars", "Context sent (chars)", "answer", "size", None),
+    Metric("ragas_faithfulness", "Faithfulness (ragas)", "ragas", "ragas", True),
+    Metric("ragas_answer_relevancy", "Answer relevancy (ragas)", "ragas", "ragas", True),
+    Metric("ragas_context_precision", "Context precision (ragas)", "ragas", "ragas", True),
+    Metric("ragas_context_recall", "Context recall (ragas)", "ragas", "ragas", True),
+)
+METRICS: dict[str, Metric] = {m.name: m for m in CATALOG}
+
+
+def names(view: str | None = None, group: str | None = None) -> tuple[str, ...]:
+    """Metric names in catalogue order, those of ``view`` and/or ``group`` only when given."""
+    return tuple(m.name for m in CATALOG if (view is None or view in m.views) and (group is None or m.group == group))
+
+
+def by_group() -> tuple[str, ...]:
+    """Every metric name, grouped by stage in :data:`GROUPS` order (catalogue order within one)."""
+    return tuple(m.name for g in GROUPS for m in CATALOG if m.group == g)
+
+
+def labels() -> dict[str, str]:
+    """name -> label, in :func:`by_group` order (what the run page iterates)."""
+    return {n: METRICS[n].label for n in by_group()}
+
+
+def higher_is_better(name: str) -> bool:
+    m = METRICS.get(name)
+    return bool(m and m.higher_is_better)
+
+
+def is_size(name: str) -> bool:
+    """A count (characters), shown without decimals and without a better direction."""
+    return _kind(name) == "size"
+
+
+def is_score(name: str) -> bool:
+    """The judge's 1-5 scores (charts run to 5, tables show the integer or 'failed')."""
+    m = METRICS.get(name)
+    return bool(m and m.kind == "score")
+
+
+def top(name: str) -> float:
+    """The top of a chart's axis: 5 for the judge's scores, 1 for shares."""
+    return 5.0 if is_score(name) else 1.0
+
+
+def default_thresholds() -> dict[str, tuple[float, float]]:
+    return {m.name: m.thresholds for m in CATALOG if m.thresholds is not None}
+
+
+def _kind(name: str) -> str:
+    m = METRICS.get(name)
+    if m is not None:
+        return m.kind
+    return "ragas" if name.startswith("ragas_") else "size"
+
+
+def fmt(name: str, value: float | None) -> str:
+    """A value as tables show it: 0.7278, 82.8%, 3.17, 0.912, 2,991."""
+    if value is None:
+        return "-"
+    kind = _kind(name)
+    if kind == "score":
+        return f"{value:.2f}"
+    if kind == "ragas":
+        return f"{value:.3f}"
+    if kind == "percent":
+        return f"{100 * value:.1f}%"
+    if kind == "share":
+        return f"{value:.4f}"
+    return f"{value:,.0f}"
+
+
+def fmt_delta(name: str, delta: float | None) -> str:
+    """A difference as comparisons show it: +0.0439, -5.2 pt, +0.25, +310."""
+    if delta is None:
+        return "-"
+    kind = _kind(name)
+    if kind == "percent":
+        return f"{100 * delta:+.1f} pt"
+    if kind == "score":
+        return f"{delta:+.2f}"
+    if kind in ("share", "ragas"):
+        return f"{delta:+.4f}"
+    return f"{delta:+,.0f}"

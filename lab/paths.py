@@ -1,0 +1,55 @@
+"""Where the lab keeps things: the cache folder, config-relative paths, atomic writes, and the
+``reports/<NAME>/LATEST`` pointer of run folders."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from lab.errors import LabError
+
+
+def cache_dir() -> Path:
+    """The lab's cache: ``$LAB_CACHE``, else ``~/.cache/lab``."""
+    root = os.environ.get("LAB_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lab"
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def project_path(project_root: Path, value: str) -> Path:
+    """A config path: absolute as written, else relative to the project root."""
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else (project_root / p)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: readers see the old
+    file or the new one, never half of one."""
+    tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def follow_latest(path: Path) -> Path:
+    """``reports/<NAME>/LATEST`` (a file naming the newest run id) -> that run's folder; any
+    other path as it is."""
+    if path.name == "LATEST" and path.is_file():
+        return path.parent / path.read_text().strip()
+    return path
+
+
+def resolve_run(ref: str, reports_root: Path) -> Path:
+    """A run folder, ``reports/<NAME>/LATEST``, or an experiment NAME (its latest run)."""
+    path = follow_latest(Path(ref))
+    if not (path / "results.json").is_file():
+        latest = reports_root / ref / "LATEST"
+        if latest.is_file():
+            path = follow_latest(latest)
+    if not (path / "results.json").is_file():
+        raise LabError(f"{ref!r} is neither a run folder nor an experiment with runs in {reports_root}",
+                       hint="pass reports/<NAME>/<run-id>, or a NAME that `lab run NAME` has written")
+    return path

@@ -1,0 +1,322 @@
+"""The second stage: node postprocessors between retrieval and the answer, composed once.
+
+:func:`build_chain` composes guard -> candidate cut -> rerank for an experiment; the query
+engine (``lab ask``, :mod:`lab.rag.pipeline`) and the evaluator (:mod:`lab.eval.stages`) both
+call :meth:`Chain.apply`, so they rank alike by construction.
+
+- rerankers, registered in :data:`RERANKERS` under their config ``name``:
+  ``flag_embedding`` (LlamaIndex ``FlagEmbeddingReranker``, bge-reranker models),
+  ``sentence_transformer`` (LlamaIndex ``SentenceTransformerRerank``, ms-marco cross-encoders),
+  ``llm_pointwise`` (a local LLM, :mod:`lab.rag.llm_reranker`) and ``keyword_overlap``
+  (:class:`KeywordOverlapReranker`, no model);
+- :class:`AutoActivatedReranker`, a policy that runs a reranker only when the first stage looks
+  unsure; :class:`KeepFirst`, the candidate cut;
+- :func:`low_confidence`, the guardrail for questions retrieval cannot answer.
+
+Models resolve at start-up (:func:`resolve_reranker`), before any index is built, so a missing
+cross-encoder stops the run at once with a message saying how to supply it. The pure decision
+functions (:func:`jaccard`, :func:`activation`, :func:`low_confidence`) are what the tests check
+by hand.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from lab.config import ExperimentConfig, GuardrailConfig, RerankerConfig
+from lab.errors import LabError
+from lab.models.resolve import ResolvedModel, resolve_gguf, resolve_hf_model
+from lab.rag.llm_reranker import LlamaCppRelevanceScorer, LLMPointwiseReranker
+from lab.rag.retrievers import hide_from_models
+from lab.registry import Registry
+
+#: A short English stop list (articles, pronouns, auxiliaries, prepositions, question words).
+STOP_WORDS = frozenset("""
+a about above after again against all am an and any are as at be been before being below between both but by
+can could did do does doing down during each few for from further had has have having he her here hers him his
+how i if in into is it its itself just me more most my no nor not of off on once only or other our ours out over
+own same she should so some such than that the their theirs them then there these they this those through to too
+under until up very was we were what when where which while who whom why will with would you your yours
+""".split())
+_WORD = re.compile(r"[a-z0-9]+(?:[.,'][a-z0-9]+)*")
+
+
+def words(text: str) -> set[str]:
+    """Lower-cased word set without stop words ("8,400" and "v2.1" stay whole)."""
+    return {w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS}
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a | b else 0.0
+
+
+class KeywordOverlapReranker(BaseNodePostprocessor):
+    """``final = vector_weight * first-stage score + overlap_weight * Jaccard(question words,
+    chunk words)``; nodes under ``min_score`` are dropped, the best ``top_n`` kept."""
+
+    vector_weight: float = Field(default=0.7)
+    overlap_weight: float = Field(default=0.3)
+    min_score: float = Field(default=0.3)
+    top_n: int = Field(default=5)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "KeywordOverlapReranker"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+                           ) -> list[NodeWithScore]:
+        q = words(query_bundle.query_str if query_bundle else "")
+        scored = []
+        for n in nodes:
+            overlap = jaccard(q, words(n.node.get_content()))
+            final = self.vector_weight * float(n.score or 0.0) + self.overlap_weight * overlap
+            n.node.metadata["lab_overlap"] = overlap
+            hide_from_models(n.node, "lab_overlap")
+            scored.append(NodeWithScore(node=n.node, score=final))
+        scored.sort(key=lambda x: -x.score)
+        return [n for n in scored if n.score >= self.min_score][: self.top_n]
+
+
+def activation(question: str, scores: Sequence[float], min_query_tokens: int, max_top_score: float,
+               min_spread: float) -> list[str]:
+    """Why the reranker should run for this question (empty: it should not).
+
+    - ``long``: the question has more than ``min_query_tokens`` words;
+    - ``low``: the best first-stage score is under ``max_top_score``;
+    - ``flat``: best minus median score is under ``min_spread`` (the first stage cannot tell
+      its candidates apart).
+    """
+    why = []
+    if len(question.split()) > min_query_tokens:
+        why.append("long")
+    if scores:
+        top = max(scores)
+        if top < max_top_score:
+            why.append("low")
+        if top - statistics.median(scores) < min_spread:
+            why.append("flat")
+    return why
+
+
+class AutoActivatedReranker(BaseNodePostprocessor):
+    """Runs ``inner`` only when :func:`activation` gives a reason; otherwise keeps the
+    first-stage order, cut to ``top_n``. ``last`` holds the latest decision."""
+
+    inner: Any = Field(default=None)
+    top_n: int = Field(default=3)
+    min_query_tokens: int = Field(default=10)
+    max_top_score: float = Field(default=0.35)
+    min_spread: float = Field(default=0.08)
+    _last: dict = PrivateAttr(default_factory=dict)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "AutoActivatedReranker"
+
+    @property
+    def last(self) -> dict:
+        return self._last
+
+    @property
+    def counters(self) -> dict:
+        return getattr(self.inner, "counters", {})
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+                           ) -> list[NodeWithScore]:
+        question = query_bundle.query_str if query_bundle else ""
+        why = activation(question, [float(n.score or 0.0) for n in nodes], self.min_query_tokens,
+                         self.max_top_score, self.min_spread)
+        self._last = {"fired": bool(why), "why": why}
+        if why:
+            return self.inner.postprocess_nodes(nodes, query_bundle=query_bundle)
+        return list(nodes[: self.top_n])
+
+
+def low_confidence(scores: Sequence[float], min_top_score: float) -> bool:
+    """Retrieval too weak to answer from: nothing retrieved, or the best score under the bar."""
+    return not scores or max(scores) < min_top_score
+
+
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Rerankers from config
+
+
+@dataclass
+class RerankerPlan:
+    """A reranker config with its model resolved (no weights loaded yet)."""
+
+    cfg: RerankerConfig
+    model: ResolvedModel
+
+
+def resolve_reranker(cfg: RerankerConfig | None) -> RerankerPlan | None:
+    if cfg is None:
+        return None
+    RERANKERS.check(cfg.name, where="reranker.name")
+    if cfg.name == "keyword_overlap":  # no model
+        return RerankerPlan(cfg, ResolvedModel("keyword-overlap", "builtin", "builtin"))
+    if cfg.name == "llm_pointwise":
+        path = resolve_gguf(cfg.model)
+        return RerankerPlan(cfg, ResolvedModel(cfg.model, str(path), "gguf"))
+    kind = "reranker model (cross-encoder)"
+    try:
+        return RerankerPlan(cfg, resolve_hf_model(cfg.model, kind))
+    except LabError as exc:
+        exc.hint = (exc.hint or "") + (
+            "; or run the experiment turn22-offline, whose second stage runs with packaged models"
+        )
+        raise
+
+
+RERANKERS: Registry[Callable[[RerankerPlan, Any], BaseNodePostprocessor]] = Registry("reranker")
+
+
+@RERANKERS.register("flag_embedding")
+def _flag(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
+    try:
+        from llama_index.postprocessor.flag_embedding_reranker import FlagEmbeddingReranker
+    except ImportError:
+        raise LabError(
+            "reranker 'flag_embedding' needs llama-index-postprocessor-flag-embedding-reranker",
+            hint="pip install -e '.[flag]' inside .venv",
+        ) from None
+    return FlagEmbeddingReranker(model=plan.model.location, top_n=plan.cfg.top_n, use_fp16=plan.cfg.use_fp16)
+
+
+@RERANKERS.register("sentence_transformer")
+def _st(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
+    from llama_index.core.postprocessor import SentenceTransformerRerank
+
+    return SentenceTransformerRerank(model=plan.model.location, top_n=plan.cfg.top_n, device="cpu")
+
+
+@RERANKERS.register("llm_pointwise")
+def _llm(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
+    scorer = LlamaCppRelevanceScorer(
+        plan.model.location,
+        n_ctx=plan.cfg.n_ctx,
+        n_threads=plan.cfg.n_threads,
+    )
+    return LLMPointwiseReranker(
+        scorer=scorer,
+        top_n=plan.cfg.top_n,
+        max_passage_chars=plan.cfg.max_passage_chars,
+        first_stage_weight=plan.cfg.first_stage_weight,
+        cache=cache,
+    )
+
+
+@RERANKERS.register("keyword_overlap")
+def _overlap(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
+    c = plan.cfg
+    return KeywordOverlapReranker(vector_weight=c.vector_weight, overlap_weight=c.overlap_weight,
+                                  min_score=c.min_score, top_n=c.top_n)
+
+
+class KeepFirst(BaseNodePostprocessor):
+    """Keeps the first ``k`` nodes: the candidates a reranker scores (``candidate_k``)."""
+
+    k: int = Field(default=5)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "KeepFirst"
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        return list(nodes[: self.k])
+
+
+def build_reranker(plan: RerankerPlan | None, cache: Any) -> BaseNodePostprocessor | None:
+    if plan is None:
+        return None
+    inner = RERANKERS.get(plan.cfg.name)(plan, cache)
+    a = plan.cfg.activation
+    if a is None:
+        return inner
+    return AutoActivatedReranker(inner=inner, top_n=plan.cfg.top_n, min_query_tokens=a.min_query_tokens,
+                                 max_top_score=a.max_top_score, min_spread=a.min_spread)
+
+
+# ---------------------------------------------------------------------------------------------
+# The chain
+
+
+@dataclass
+class Ranked:
+    """What the chain made of one question's first-stage nodes."""
+
+    nodes: list[NodeWithScore]  # the final ranking (the guard never empties it: metrics score it)
+    low_confidence: bool | None  # the guardrail's verdict; None without a guardrail
+    suppress: bool  # answer "not enough information" without context or a model call
+    rerank: dict | None  # auto-activation's decision {fired, why}; None without a policy
+    rerank_s: float | None  # seconds in the candidate cut and reranker; None without a reranker
+
+
+@dataclass
+class Chain:
+    """guard -> candidate cut -> rerank, for one experiment (see :func:`build_chain`)."""
+
+    guardrail: GuardrailConfig | None
+    candidate_k: int | None  # how many first-stage nodes the reranker scores
+    reranker: BaseNodePostprocessor | None
+
+    def apply(self, first: list[NodeWithScore], query_bundle: QueryBundle, rank_suppressed: bool = True) -> Ranked:
+        """Rank one question. The guard judges the first-stage scores; ``rank_suppressed`` False
+        skips reranking a question the guard suppresses (the query engine sends it nothing)."""
+        g = self.guardrail
+        low = None if g is None else low_confidence([score_float(n.score) or 0.0 for n in first], g.min_top_score)
+        suppress = bool(low) and g is not None and g.suppress_generation
+        if self.reranker is None or (suppress and not rank_suppressed):
+            return Ranked(list(first), low, suppress, None, None)
+        t0 = time.perf_counter()
+        candidates = KeepFirst(k=self.candidate_k).postprocess_nodes(first, query_bundle=query_bundle)
+        final = self.reranker.postprocess_nodes(candidates, query_bundle=query_bundle)
+        decision = dict(self.reranker.last) if isinstance(self.reranker, AutoActivatedReranker) else None
+        return Ranked(final, low, suppress, decision, time.perf_counter() - t0)
+
+
+class ChainPostprocessor(BaseNodePostprocessor):
+    """A :class:`Chain` as one LlamaIndex node postprocessor, for the query engine: the ranked
+    nodes, or none when the guard suppresses the question (so the generator answers "not enough
+    information" without a call)."""
+
+    _chain: Chain = PrivateAttr()
+
+    def __init__(self, chain: Chain, **kwargs: Any):
+        super().__init__(**kwargs)
+        self._chain = chain
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ChainPostprocessor"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+                           ) -> list[NodeWithScore]:
+        ranked = self._chain.apply(nodes, query_bundle or QueryBundle(query_str=""), rank_suppressed=False)
+        return [] if ranked.suppress else ranked.nodes
+
+
+def build_chain(cfg: ExperimentConfig, reranker: BaseNodePostprocessor | None) -> Chain:
+    """The experiment's second stage: its guardrail, its candidate cut (``reranker.candidate_k``,
+    default every retrieved node) and its reranker (built by :func:`build_reranker`)."""
+    r = cfg.reranker
+    candidate_k = None if r is None else (r.candidate_k or cfg.retriever.top_k)
+    return Chain(cfg.guardrail, candidate_k, reranker)
+
+
+def score_float(score: object) -> float | None:
+    """Scores as plain floats (rerankers may return numpy scalars, which JSON cannot hold)."""
+    return None if score is None else float(score)
