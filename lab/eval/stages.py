@@ -26,7 +26,7 @@ from lab.models.llm import LabLLM, as_llamaindex_llm
 from lab.progress import progress, run_all
 from lab.rag.generation import LabSynthesizer
 from lab.rag.pipeline import Pipeline
-from lab.rag.postprocess import low_confidence, score_float
+from lab.rag.postprocess import score_float
 from lab.rag.semantic_cache import nodes_by_ids, open_semantic_cache
 
 
@@ -74,19 +74,15 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
         counters["semantic_cache_misses"] = len(todo)
     per_question_retrieve = timer["retrieve_s"] / max(len(rows), 1)
     sources = {d.metadata["source"] for d in pipe.corpus.documents}  # spans in other documents: not scored
-    candidate_k = pipe.chain.candidate_k
     samples, finals = [], []
     items = zip(rows, bundles, firsts)
     if reranker is not None:  # the slow stage: show a bar or log an ETA
         items = progress(items, len(rows), "rerank", bar=show_progress)
     for row, bundle, first in items:
-        t1 = time.perf_counter()
-        final = first
-        if reranker is not None:
-            final = reranker.postprocess_nodes(first[:candidate_k], query_bundle=bundle)
-        t2 = time.perf_counter()
-        if reranker is not None:
-            timer["rerank_s"] = timer.get("rerank_s", 0.0) + (t2 - t1)
+        ranked = pipe.chain.apply(first, bundle)  # the query engine's chain: guard, candidate cut, rerank
+        final = ranked.nodes
+        if ranked.rerank_s is not None:
+            timer["rerank_s"] = timer.get("rerank_s", 0.0) + ranked.rerank_s
         first_rank = {n.node.node_id: (i + 1, n.score) for i, n in enumerate(first)}
         texts = [n.node.get_content() for n in final]
         scores = question_scores(row.keywords, texts, cfg.metrics.k)
@@ -112,21 +108,20 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
             metrics=scores,
             retrieved=[retrieved_record(i + 1, n, first_rank[n.node.node_id]) for i, n in enumerate(final)],
             first_stage=[{"id": n.node.node_id, "score": score_float(n.score)} for n in first] if reranker else None,
-            timings={"retrieve_s": per_question_retrieve, "rerank_s": (t2 - t1) if reranker else None},
+            timings={"retrieve_s": per_question_retrieve, "rerank_s": ranked.rerank_s},
         ))
         if refs:
             samples[-1]["references"] = [{"source": src, "start": a, "end": b} for src, a, b in refs]
             samples[-1]["span_chars"] = span_chars
-        if reranker is not None and hasattr(reranker, "last"):  # auto-activation's decision
-            samples[-1]["rerank"] = dict(reranker.last)
+        if ranked.rerank is not None:  # auto-activation's decision
+            samples[-1]["rerank"] = ranked.rerank
         if semantic is not None:
             k = len(samples) - 1
             samples[-1]["semantic_cache"] = ({"hit": True, "of": served[k]["question"],
                                               "similarity": round(served[k]["similarity"], 4)}
                                              if k in served else {"hit": False})
-        if cfg.guardrail is not None:
-            samples[-1]["low_confidence"] = low_confidence([score_float(n.score) or 0.0 for n in first],
-                                                           cfg.guardrail.min_top_score)
+        if ranked.low_confidence is not None:
+            samples[-1]["low_confidence"] = ranked.low_confidence
     return samples, finals, counters
 
 
