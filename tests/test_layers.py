@@ -1,0 +1,125 @@
+"""The house: layers, no cycles, one llama.cpp import site, modules of a readable size."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import grimp
+
+ROOT = Path(__file__).resolve().parents[1]
+LAB = ROOT / "lab"
+LINT = Path(sys.executable).parent / "lint-imports"
+
+
+def lint(project: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(project)}
+    return subprocess.run([str(LINT), "--config", str(project / "pyproject.toml"), "--no-cache"], cwd=project,
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_import_contracts_hold():
+    out = lint(ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Contracts: 5 kept, 0 broken" in out.stdout
+
+
+def test_an_upward_import_breaks_the_contract(tmp_path):
+    """The contract is not decorative: config importing the evaluator fails it."""
+    shutil.copytree(LAB, tmp_path / "lab", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    load = tmp_path / "lab" / "config" / "load.py"
+    load.write_text(load.read_text(encoding="utf-8") + "\nimport lab.eval.runner  # noqa\n", encoding="utf-8")
+    out = lint(tmp_path)
+    assert out.returncode == 1
+    assert re.search(r"Contracts: \d kept, [1-9] broken", out.stdout), out.stdout
+    assert "lab.config.load -> lab.eval.runner" in out.stdout
+
+
+def _cycles(graph: grimp.ImportGraph, modules: set[str]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.find_modules_directly_imported_by(v) & modules:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for m in sorted(modules):
+        if m not in index:
+            visit(m)
+    return out
+
+
+def test_no_import_cycle_between_modules():
+    graph = grimp.build_graph("lab")
+    assert _cycles(graph, set(graph.modules)) == []
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_llama_cpp_is_imported_in_one_place_only():
+    """Every import statement, at the top or inside a function, anywhere in the lab."""
+    sites = sorted(str(p.relative_to(ROOT)) for p in LAB.rglob("*.py") if "llama_cpp" in _imports(p))
+    assert sites == ["lab/models/backends.py"]
+
+
+def test_resolving_a_local_llm_does_not_load_llama_cpp_and_loading_it_waits_passively():
+    """The defect this guards: resolve_llm imported llama_cpp before OMP_WAIT_POLICY was set, and
+    OpenMP reads it when llama.cpp loads, so `lab ask` spun its threads (200 s against 72 s)."""
+    code = (
+        "import os, sys\n"
+        "from lab.config import LLMConfig\n"
+        "from lab.models.resolve import resolve_llm\n"
+        "resolve_llm(LLMConfig(model='smollm2-135m-instruct'), 'generation', None)\n"
+        "assert 'llama_cpp' not in sys.modules, 'resolving imported llama_cpp'\n"
+        "from lab.models.backends import llama_class\n"
+        "llama_class()\n"
+        "assert 'llama_cpp' in sys.modules\n"
+        "print(os.environ['OMP_WAIT_POLICY'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "PASSIVE"
+
+
+def test_the_house_has_few_rooms_at_the_top_and_no_oversized_module():
+    top = sorted(p.name for p in LAB.glob("*.py"))
+    assert len(top) <= 10, top
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines()) for p in LAB.rglob("*.py")}
+    assert {p: n for p, n in sizes.items() if n > 420} == {}
