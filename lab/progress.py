@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
@@ -14,21 +15,88 @@ T = TypeVar("T")
 log = logging.getLogger("lab.progress")
 
 
-def progress(items: Iterable[T], total: int, desc: str, bar: bool, every: float = 0.1) -> Iterator[T]:
-    """Yield ``items``; show a bar when ``bar``, else log ``desc i/total, ETA`` every 10%."""
-    if bar:
-        from tqdm import tqdm
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
-        yield from tqdm(items, total=total, desc=desc, unit="q", file=sys.stderr)
-        return
-    t0 = time.perf_counter()
-    step = max(1, int(total * every))
-    for i, item in enumerate(items, start=1):
-        yield item
-        if i % step == 0 or i == total:
-            elapsed = time.perf_counter() - t0
-            eta = elapsed / i * (total - i)
-            log.info("%s %d/%d, %.0f s elapsed, ETA %.0f s", desc, i, total, elapsed, eta)
+
+class Ticker:
+    """Counts work done. On a terminal (``bar``) a tqdm bar; elsewhere (CI, ``| tee``, nohup)
+    log lines ``desc i/total (p%), elapsed, ETA``: at every ``every`` share of the total and
+    at least every ``heartbeat`` seconds (from a background thread, so a single slow item,
+    e.g. a model loading, still shows the run is alive). Work that finishes within ``quiet``
+    seconds logs nothing."""
+
+    def __init__(self, desc: str, total: int, bar: bool, unit: str = "q", every: float = 0.1,
+                 heartbeat: float = 30.0, quiet: float = 5.0):
+        self.desc, self.total, self.unit, self.quiet = desc, total, unit, quiet
+        self.done = 0
+        self._t0 = self._last = time.perf_counter()
+        self._step = max(1, int(total * every))
+        self._next = self._step
+        self._logged = False
+        self._bar = None
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        if bar:
+            from tqdm import tqdm  # only on a terminal
+
+            self._bar = tqdm(total=total, desc=desc, unit=unit, file=sys.stderr)
+        elif total > 0:
+            self._thread = threading.Thread(target=self._beat, args=(heartbeat,), daemon=True)
+            self._thread.start()
+
+    def _line(self) -> None:
+        now = time.perf_counter()
+        elapsed = now - self._t0
+        share = self.done / self.total if self.total else 1.0
+        eta = f", ETA {_duration(elapsed / self.done * (self.total - self.done))}" if self.done else ""
+        log.info("%s %d/%d %s (%.0f%%), %s elapsed%s", self.desc, self.done, self.total, self.unit, 100 * share,
+                 _duration(elapsed), eta)
+        self._last = now
+        self._logged = True
+
+    def _beat(self, every: float) -> None:
+        while not self._stop.wait(min(every, 5.0)):
+            with self._lock:
+                if time.perf_counter() - self._last >= every and self.done < self.total:
+                    self._line()
+
+    def update(self, n: int = 1) -> None:
+        with self._lock:
+            self.done += n
+            if self._bar is not None:
+                self._bar.update(n)
+                return
+            quiet = time.perf_counter() - self._t0 < self.quiet
+            if self.done >= self._next:
+                self._next = (self.done // self._step + 1) * self._step
+                if not quiet or (self.done >= self.total and self._logged):
+                    self._line()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._bar is not None:
+            self._bar.close()
+
+    def __enter__(self) -> "Ticker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def progress(items: Iterable[T], total: int, desc: str, bar: bool, unit: str = "q") -> Iterator[T]:
+    """Yield ``items``, counting each one done when the caller asks for the next (see :class:`Ticker`)."""
+    with Ticker(desc, total, bar, unit) as ticker:
+        for item in items:
+            yield item
+            ticker.update()
 
 
 def run_all(fn: Callable[[T], object], items: Sequence[T], desc: str, bar: bool, concurrency: int = 1) -> list:
@@ -43,6 +111,19 @@ def run_all(fn: Callable[[T], object], items: Sequence[T], desc: str, bar: bool,
 
 #: Libraries whose INFO chatter is not the user's business (their warnings still show).
 QUIET_LOGGERS = ("httpx", "llama_index", "sentence_transformers", "urllib3", "huggingface_hub", "filelock")
+#: Warnings that say what the lab does on purpose: (logger, start of the message).
+EXPECTED = (
+    ("llama_index.vector_stores.lancedb.base", "Table chunks doesn't exist yet"),  # every new index starts empty
+)
+
+
+class _Expected(logging.Filter):
+    def __init__(self, prefix: str):
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(self.prefix)
 
 
 def setup_logging(verbose: bool) -> None:
@@ -55,5 +136,9 @@ def setup_logging(verbose: bool) -> None:
     )
     for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    os.environ.setdefault("LANCE_LOG", "error")  # read by Lance's Rust logger when it loads
+    for name, prefix in EXPECTED:
+        logging.getLogger(name).addFilter(_Expected(prefix))
+    # Lance's Rust logger warns "No existing dataset ... will be created" for every new table; it
+    # reads LANCEDB_LOG when lancedb loads (later, on first use). Errors still show.
+    os.environ.setdefault("LANCEDB_LOG", "error")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

@@ -53,7 +53,7 @@ def _results(folder: Path) -> dict:
     for key in VOLATILE:
         r.pop(key, None)
     r["data"] = {k: v for k, v in r["data"].items() if k not in ("knowledge_base", "eval_set")}
-    r["index"] = {k: v for k, v in r["index"].items() if k not in ("reused", "texts_embedded")}
+    r["index"] = {k: v for k, v in r["index"].items() if k not in ("reused", "texts_embedded", "path")}
     r["counters"] = {k: v for k, v in r["counters"].items() if k not in CACHE_COUNTERS and not k.startswith("llm_")}
     for usage in (r.get("llm_usage") or {}).values():
         for k in ("calls", "cached", "seconds"):

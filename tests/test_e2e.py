@@ -73,6 +73,17 @@ def test_retrieval_only_skips_answers_and_the_judge(project):
     assert not (project / "cache" / "llm.sqlite").exists()
 
 
+def test_a_cold_run_piped_to_a_file_prints_no_expected_warnings(project):
+    """stderr is not a terminal here: no bars, and none of LlamaIndex's "Table chunks doesn't
+    exist yet", Lance's Rust "No existing dataset ... will be created" or transformers' "Loading
+    weights" bars, which every new index used to print."""
+    p = lab(project, "run", "small", "--retrieval-only")
+    assert p.returncode == 0, p.stderr
+    assert "built index" in p.stderr
+    for noise in ("doesn't exist yet", "No existing dataset", "WARN", "Loading weights", "\r", "it/s"):
+        assert noise not in p.stderr, (noise, p.stderr)
+
+
 def test_two_stage_reuses_the_index_and_caches_scores(project):
     assert lab(project, "run", "small-retrieval").returncode == 0
     p = lab(project, "run", "small-llm-rerank")

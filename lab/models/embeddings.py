@@ -23,8 +23,12 @@ from pydantic import PrivateAttr
 from lab.caches import VectorCache
 from lab.config import EmbeddingConfig
 from lab.models.resolve import ResolvedModel, model_fingerprint
+from lab.progress import Ticker
 
 log = logging.getLogger(__name__)
+
+#: Batches per slice of an embedding request: the unit of progress and of commits to the cache.
+SLICE_BATCHES = 32
 
 
 class LabEmbedding(BaseEmbedding):
@@ -59,7 +63,9 @@ class LabEmbedding(BaseEmbedding):
     def _load(self) -> Any:
         if self._model is None:  # torch and sentence-transformers load here, on first use: heavy
             from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+            from transformers.utils import logging as hf_logging
 
+            hf_logging.disable_progress_bar()  # "Loading weights" bars, also when output is not a terminal
             self._model = HuggingFaceEmbedding(
                 model_name=self.model_location,
                 device="cpu",
@@ -82,15 +88,27 @@ class LabEmbedding(BaseEmbedding):
         missing = sorted({k: t for k, t in zip(keys, texts) if k not in found}.items())
         if missing:
             model = self._load()
-            model.show_progress_bar = show_progress
-            # one call over every missing text: sentence-transformers sorts them by length and
-            # batches them (embed_batch_size), which LlamaIndex's per-batch loop would not
-            vecs = np.asarray(model._get_text_embeddings([prefix + t for _, t in missing]), dtype=np.float32)
-            new = {k: v for (k, _), v in zip(missing, vecs)}
-            if cache:
-                cache.put_many(new)
-            found.update(new)
-        self._counters["computed"] += len(missing)
+            model.show_progress_bar = False  # the ticker below shows progress
+            # One call over every missing text would let sentence-transformers sort them by length
+            # (np.argsort of -len) and cut batches of embed_batch_size. Take that very order here and
+            # hand it one batch at a time, so every batch holds the same texts (same padding, same
+            # vectors to the last bit) while the work is counted and committed as it goes: an
+            # interrupted build keeps what it embedded, and the rerun embeds only the rest.
+            inputs = [prefix + t for _, t in missing]
+            order = np.argsort([-len(t) for t in inputs])
+            bs = self.embed_batch_size
+            with Ticker("embed", len(missing), show_progress, unit="texts") as ticker:
+                for start in range(0, len(order), SLICE_BATCHES * bs):
+                    part = order[start : start + SLICE_BATCHES * bs]
+                    vecs = np.concatenate([
+                        np.asarray(model._get_text_embeddings([inputs[i] for i in part[b : b + bs]]), dtype=np.float32)
+                        for b in range(0, len(part), bs)])
+                    new = {missing[i][0]: v for i, v in zip(part, vecs)}
+                    if cache:
+                        cache.put_many(new)
+                    found.update(new)
+                    self._counters["computed"] += len(part)
+                    ticker.update(len(part))
         self._counters["cached"] += len(texts) - len(missing)
         return np.stack([found[k] for k in keys])
 
