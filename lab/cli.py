@@ -1,18 +1,5 @@
-"""The ``lab`` command: the same verbs the Makefile uses.
-
-Examples::
-
-    lab run turn13                         # evaluate experiments/turn13.yaml, write a report
-    lab run turn13 --limit 20              # a stratified sample of 20 questions
-    lab run turn13 --kb ../shared/benchmarks/insurellm/knowledge-base \\
-                   --eval ../shared/benchmarks/insurellm/tests.jsonl
-    lab list                               # experiments and what each changes
-    lab validate turn22                    # resolved config + where each model comes from
-    lab report reports/turn13/LATEST       # re-render a report from its files
-    lab show turn13                        # the latest run's summary, with 95% intervals
-    lab compare turn13 turn18 turn22       # side by side + compare.html with paired statistics
-    lab models                             # which models this machine can load
-    lab ask turn13 "Where is Harrowfield Aerial headquartered?"   # one answer, cited, timed
+"""The ``lab`` command: the verbs the Makefile uses, each with its parser and its handler.
+``lab --help`` lists them; ``lab VERB --help`` shows an example of each (README, "Commands").
 """
 
 from __future__ import annotations
@@ -20,15 +7,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import yaml
-
 from lab.config import dump_yaml, load_experiment, retrieval_only
+from lab.config.load import describe
 from lab.errors import LabError
+from lab.metrics import catalog
 from lab.paths import cache_dir, follow_latest, resolve_run
 from lab.progress import setup_logging
 from lab.report.html import load_run, render_run
@@ -41,7 +29,8 @@ if TYPE_CHECKING:
 # handlers: those pull in torch, LanceDB and LlamaIndex (seconds), which `lab report`, `lab show`,
 # `lab compare` and `lab list` never need.
 
-EPILOG = "Exit codes: 0 done, 2 bad input (config, data or model; the message says how to fix it), 130 interrupted."
+EPILOG = ("Exit codes: 0 done, 2 bad input (config, data or model; the message says how to fix it), 130 interrupted "
+          "(Ctrl-C), 143 terminated (SIGTERM); finished work is cached either way.")
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -58,6 +47,7 @@ def _run_options(p: argparse.ArgumentParser, sample: bool = True) -> None:
         p.add_argument("--seed", type=int, help="seed of the sample (default: the config's, 13)")
     p.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
     p.add_argument("--cache", type=Path, help="cache folder (default: $LAB_CACHE or ~/.cache/lab)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (progress lines are logged instead)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -81,7 +71,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--retrieval-only", action="store_true",
                      help="skip answers and the judge (sets generation, judge and ragas to null; recorded in "
                           "the run's config)")
-    run.add_argument("--no-progress", action="store_true", help="no progress bars")
     _common(run)
 
     lst = sub.add_parser("list", help="list experiments", epilog="example: lab list")
@@ -133,7 +122,6 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--metric", default="mrr", help="the metric that picks the best point (default: mrr)")
     sw.add_argument("--answers", action="store_true", help="also answer and judge at every point (slow)")
     _run_options(sw)
-    sw.add_argument("--no-progress", action="store_true", help="no progress bars")
     _common(sw)
 
     opt = sub.add_parser(
@@ -232,10 +220,14 @@ def _print_summary(run_dir: Path) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    """Every experiment with its description; a broken file is listed with its error's first line."""
     for path in sorted(args.experiments.glob("*.yaml")):
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        parent = f" (extends {raw['extends']})" if raw.get("extends") else ""
-        print(f"{path.stem:<18}{raw.get('description', '')}{parent}")
+        try:
+            description, parent = describe(path)
+        except LabError as exc:
+            print(f"{path.stem:<18}BROKEN: {exc.message.splitlines()[0]}")
+            continue
+        print(f"{path.stem:<18}{description}{f' (extends {parent})' if parent else ''}")
     return 0
 
 
@@ -253,7 +245,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if plans.reranker:
         m = plans.reranker.model
         print(f"# reranker model: {m.name} -> {m.location} ({m.source})")
-    for plan in (plans.generation, judge):
+    for plan in (plans.generation, judge.llm if judge else None):
         if plan is not None:
             print(f"# {plan.role} LLM: {plan.cfg.backend} {plan.cfg.model} -> {plan.location}")
     return 0
@@ -268,20 +260,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from lab.models.resolve import GGUF_MODELS, PACKAGED_HF_MODELS, resolve_gguf, resolve_hf_model
+    from lab.models.resolve import known_models  # heavy (see the top of this module)
 
-    names = list(PACKAGED_HF_MODELS) + ["BAAI/bge-reranker-base", "cross-encoder/ms-marco-MiniLM-L-6-v2"]
-    for name in names:
-        try:
-            m = resolve_hf_model(name, "model")
-            print(f"{name:<42} {m.source:<10} {m.location}")
-        except LabError:
-            print(f"{name:<42} {'missing':<10} (see `lab validate turn22` for how to supply it)")
-    for name in GGUF_MODELS:
-        try:
-            print(f"{name:<42} {'gguf':<10} {resolve_gguf(name)}")
-        except LabError as exc:
-            print(f"{name:<42} {'missing':<10} {exc.hint}")
+    for name, source, where in known_models():
+        print(f"{name:<42} {source:<10} {where}")
     return 0
 
 
@@ -336,6 +318,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from lab.eval.sweep import parse_dial, run_sweep, table  # heavy (see the top of this module)
 
+    catalog.check(args.metric)
     dials = [parse_dial(d) for d in args.dials]
     folder = run_sweep(args.name, args.experiments, dials, _overrides(args), _run_opts(args), args.metric,
                        args.answers)
@@ -347,6 +330,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_optimize(args: argparse.Namespace) -> int:
     from lab.eval.optimize import DEFAULT_SPACE, parse_range, run_optimize  # heavy (see the top of this module)
 
+    catalog.check(args.metric)
     ranges = [parse_range(s) for s in (args.space or DEFAULT_SPACE)]
     s = run_optimize(args.name, args.experiments, ranges, _overrides(args), _run_opts(args, False), args.metric,
                      args.trials,
@@ -380,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     setup_logging(args.verbose)
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         return COMMANDS[args.command](args)
     except LabError as exc:
@@ -393,9 +378,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc.strerror or exc}{where}\n  fix: check the disk and the folder's permissions; "
               "finished work is cached", file=sys.stderr)
         return 2
+    except Terminated:
+        print("terminated (SIGTERM): finished work is cached; run the same command again to resume", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("interrupted: finished work is cached; run the same command again to resume", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class Terminated(BaseException):
+    """SIGTERM (``timeout``, CI runners, schedulers), raised where the run is, like Ctrl-C: every
+    ``finally`` and clean-up runs, temporary folders go, and finished work stays cached."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from pathlib import Path
 
 from lab.errors import LabError
@@ -21,6 +23,27 @@ def project_path(project_root: Path, value: str) -> Path:
     """A config path: absolute as written, else relative to the project root."""
     p = Path(value).expanduser()
     return p if p.is_absolute() else (project_root / p)
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.,:=@+\[\]-]")
+
+
+def safe_name(value: str, limit: int = 120) -> str:
+    """A folder name made from user values (experiment names, sweep dials, run labels): one path
+    component, never ``..`` or hidden; characters outside a small safe set become ``_``; a long or
+    altered name keeps a short hash of the original, so two values never share a folder."""
+    name = _UNSAFE.sub("_", value).replace("..", "__").lstrip(".") or "_"
+    if name != value or len(name) > limit:
+        name = name[: limit - 11] + "-" + hashlib.sha256(value.encode()).hexdigest()[:10]
+    return name
+
+
+def inside(root: Path, name: str) -> Path:
+    """``root / safe_name(name)``, checked to lie inside ``root``."""
+    path = root / safe_name(name)
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise LabError(f"{name!r} would write outside {root}", hint="use letters, digits, '.', '_' and '-' in names")
+    return path
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -19,6 +19,9 @@ class LoaderConfig(Strict):
     name: Literal["folder"] = "folder"
     extensions: list[str] = Field(default_factory=lambda: [".md", ".txt"])
     max_file_bytes: int = Field(5_000_000, gt=0, description="Larger files are an error.")
+    include_hidden: bool | None = Field(
+        None, description="Load dot-files and dot-folders (.git/, .obsidian/, .notes.md); by default they are "
+        "skipped and listed as skipped.")
 
 
 class RecursiveCharacterChunker(Strict):
@@ -69,6 +72,14 @@ class PageChunker(Strict):
     chunk_size: int = Field(1000, gt=0, description="For documents without pages.")
     chunk_overlap: int = Field(200, ge=0, description="For documents without pages.")
 
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> "PageChunker":
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError(
+                f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size ({self.chunk_size})"
+            )
+        return self
+
 
 ChunkerConfig = Annotated[
     Union[RecursiveCharacterChunker, SemanticChunker, FixedTokenChunker, PageChunker], Field(discriminator="name")
@@ -88,25 +99,30 @@ class EmbeddingConfig(Strict):
     passage_prefix: str = ""
 
 
+#: The most candidates a retriever returns: beyond it, a run writes a page nobody can read, and
+#: LanceDB's limits overflow. A top_k above the index's size is cut to it, with a warning.
+MAX_K = 10_000
+
+
 class VectorRetriever(Strict):
     name: Literal["vector"]
-    top_k: int = Field(4, gt=0)
+    top_k: int = Field(4, gt=0, le=MAX_K)
 
 
 class BM25Retriever(Strict):
     """BM25 through LanceDB's native full-text index over the chunks' text."""
 
     name: Literal["bm25"]
-    top_k: int = Field(4, gt=0)
+    top_k: int = Field(4, gt=0, le=MAX_K)
 
 
 class HybridRetriever(Strict):
     """Dense top dense_k + BM25 top sparse_k, fused, top_k kept (see lab.rag.retrievers)."""
 
     name: Literal["hybrid"]
-    top_k: int = Field(4, gt=0)
-    dense_k: int = Field(20, gt=0, description="Candidates from the dense (vector) side.")
-    sparse_k: int = Field(20, gt=0, description="Candidates from the BM25 side.")
+    top_k: int = Field(4, gt=0, le=MAX_K)
+    dense_k: int = Field(20, gt=0, le=MAX_K, description="Candidates from the dense (vector) side.")
+    sparse_k: int = Field(20, gt=0, le=MAX_K, description="Candidates from the BM25 side.")
     fusion: Literal["weighted", "rrf"] = Field(
         "weighted", description="weighted: alpha * minmax(dense) + (1 - alpha) * minmax(bm25); rrf: reciprocal rank fusion.")
     alpha: float = Field(0.5, ge=0, le=1, description="Weight of the dense side in weighted fusion.")

@@ -54,13 +54,60 @@ def experiment_path(name: str, experiments_dir: Path) -> Path:
     return path
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+#: Limits on a config file's YAML, checked on the event stream before anything is built: deeper
+#: nesting is not a config (and would exhaust the parser's recursion), and more aliases than this
+#: can expand to billions of nodes ("billion laughs").
+MAX_DEPTH = 32
+MAX_ALIASES = 64
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key written twice in one mapping (it would keep the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        first: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if key in first:
+                raise ConfigError(f"{self.name} line {line}: key {key!r} is written twice (first on line {first[key]})",
+                                  hint="keep one of them: YAML would silently use the last")
+            first[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _check_shape(text: str, path: Path) -> None:
+    depth = aliases = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise ConfigError(f"{path} line {event.start_mark.line + 1}: nested more than {MAX_DEPTH} levels deep",
+                                  hint="a config is a few levels of keys: flatten this part")
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+        elif isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > MAX_ALIASES:
+                raise ConfigError(f"{path} line {event.start_mark.line + 1}: more than {MAX_ALIASES} YAML aliases (*name)",
+                                  hint="write the values out, or use extends: to share a parent's settings")
+
+
+def read_yaml(path: Path) -> dict[str, Any]:
+    """A config file's mapping: UTF-8, valid YAML, bounded in depth and aliases, no key twice."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})",
+                          hint=f"re-save it as UTF-8, e.g. iconv -f latin1 -t utf-8 '{path}' > fixed.yaml") from None
     try:
-        data = yaml.safe_load(text)
+        _check_shape(text, path)
+        loader = _UniqueKeyLoader(text)
+        loader.name = str(path)
+        try:
+            data = loader.get_single_data()
+        finally:
+            loader.dispose()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path} line {mark.line + 1}" if mark else str(path)
@@ -69,8 +116,21 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping of keys, not {type(data).__name__}")
+        raise ConfigError(f"{path}: the top level must be a mapping of keys, not {type(data).__name__}",
+                          hint="write keys at the left margin: description:, extends:, chunker:, retriever: ...")
     return data
+
+
+def describe(path: Path) -> tuple[str, str | None]:
+    """(description, extends) of a config file, for `lab list`; a broken file raises ConfigError."""
+    raw = read_yaml(path)
+    description, parent = raw.get("description", ""), raw.get("extends")
+    if not isinstance(description, str):
+        raise ConfigError(f"{path}: 'description' must be text, not {type(description).__name__}",
+                          hint="write description: followed by one line of text")
+    if parent is not None and not isinstance(parent, str):
+        raise ConfigError(f"{path}: 'extends' must be an experiment name", hint="e.g. extends: turn13")
+    return description, parent
 
 
 #: The sections that answer and grade; ``--retrieval-only`` and sweeps without answers null them.
@@ -110,7 +170,7 @@ def _resolve_raw(path: Path, experiments_dir: Path, chain: list[Path]) -> tuple[
     if path in chain:
         cycle = " -> ".join(p.stem for p in chain + [path])
         raise ConfigError(f"{chain[0]}: extends cycle: {cycle}", hint="remove one of the extends: lines")
-    raw = _read_yaml(path)
+    raw = read_yaml(path)
     chain = chain + [path]
     parent_name = raw.get("extends")
     if parent_name is None:
@@ -221,7 +281,7 @@ def load_experiment(
     raw, chain = _resolve_raw(path, experiments_dir, [])
     raw = dict(raw)
     raw["name"] = name
-    raw["extends"] = _read_yaml(path).get("extends")  # the direct parent, for the record
+    raw["extends"] = read_yaml(path).get("extends")  # the direct parent, for the record
     if overrides:
         raw = merge(raw, overrides)
     _check_component_names(raw, chain)

@@ -19,6 +19,7 @@ from lab.config.components import (
     ChunkerConfig,
     EmbeddingConfig,
     GuardrailConfig,
+    MAX_K,
     LoaderConfig,
     RerankerConfig,
     RetrieverConfig,
@@ -130,7 +131,7 @@ class DataConfig(Strict):
 
 
 class MetricsConfig(Strict):
-    k: int = Field(10, gt=0, description="Cut-off of nDCG@k.")
+    k: int = Field(10, gt=0, le=MAX_K, description="Cut-off of nDCG@k.")
 
 
 class SampleConfig(Strict):

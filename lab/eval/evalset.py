@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,13 @@ from typing import Sequence
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from lab.errors import DataError
+from lab.registry import did_you_mean
+
+
+def normalise_source(source: str) -> str:
+    """A document path as the loader spells it: forward slashes, no ``./``, no ``a/../``
+    (``company\\about.md`` and ``./company/about.md`` are ``company/about.md``)."""
+    return posixpath.normpath(source.replace("\\", "/")).lstrip("/") if source else source
 
 
 class Reference(BaseModel):
@@ -22,6 +30,11 @@ class Reference(BaseModel):
     content: str
     start_index: int = Field(ge=0)
     end_index: int = Field(ge=0)
+
+    @field_validator("source")
+    @classmethod
+    def _spelling(cls, value: str | None) -> str | None:
+        return None if value is None else normalise_source(value)
 
     @model_validator(mode="after")
     def _ordered(self) -> "Reference":
@@ -39,6 +52,13 @@ class EvalRow(BaseModel):
     category: str = Field(min_length=1)
     references: list[Reference] | None = None
     _line: int = PrivateAttr(0)  # where the row is in its file, for errors found later
+
+    @field_validator("question")
+    @classmethod
+    def _has_words(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the question is only whitespace")
+        return value
 
     @field_validator("keywords")
     @classmethod
@@ -66,13 +86,15 @@ def load_eval_set(path: Path, categories: Sequence[str]) -> EvalSet:
         raise DataError(f"eval set {path} does not exist", hint="check data.eval_set or EVAL=")
     raw = path.read_bytes()
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise DataError(f"{path} line {line}: not UTF-8", hint="re-save the file as UTF-8") from None
     rows: list[EvalRow] = []
     seen: dict[str, int] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # JSONL lines end at "\n" only: U+2028, U+0085 and other Unicode line breaks are valid
+    # inside a JSON string (str.splitlines would cut the row there and shift every line number)
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -147,16 +169,24 @@ def stratified_sample(rows: Sequence[EvalRow], limit: int, seed: int) -> list[Ev
 
 def check_references(eval_set: EvalSet, documents: dict[str, str]) -> int:
     """Every golden span in a document of the knowledge base must lie inside it and hold its
-    ``content``; returns how many spans point at documents the knowledge base lacks (those are
-    not scored)."""
+    ``content``. A span must name a document of the knowledge base: one that names none stops
+    the run with its line, unless the knowledge base holds that document in another format
+    (``company/about.pdf`` for ``company/about.md``: spans are offsets in the original, so it is
+    not scored). Returns how many spans are not scored for that reason."""
+    stems = {posixpath.splitext(source)[0] for source in documents}
     elsewhere = 0
     for row in eval_set.rows:
         for i, ref in enumerate(row.references or []):
+            where = f"{eval_set.path} line {row._line}: field 'references.{i}"
             text = documents.get(ref.source or "")
             if text is None:
-                elsewhere += 1
-                continue
-            where = f"{eval_set.path} line {row._line}: field 'references.{i}"
+                if ref.source and posixpath.splitext(ref.source)[0] in stems:
+                    elsewhere += 1
+                    continue
+                raise DataError(f"{where}.source': {ref.source!r} names no document of the knowledge base",
+                                hint=did_you_mean(ref.source or "", documents) + "a span's source is the document's "
+                                     "path under the knowledge base, with forward slashes, e.g. "
+                                     f"{next(iter(sorted(documents)), 'company/about.md')!r}")
             if ref.end_index > len(text):
                 raise DataError(f"{where}.end_index': {ref.end_index} is past the end of {ref.source} "
                                 f"({len(text)} chars)", hint="the offsets are characters of the document's text")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -35,17 +36,22 @@ FEEDBACK_MAX_CHARS = 160
 RETRY_TEMPERATURE = 0.7
 
 
-def judge_prompt(cfg: JudgeConfig) -> Prompt:
-    """The judge's versioned prompt (``judge.prompt``), checked for the fields it may fill."""
-    return load_prompt(cfg.prompt, JUDGE_FIELDS, where="judge.prompt")
+@dataclass(frozen=True)
+class JudgePlan:
+    """The judge, resolved at start-up: its config, its LLM (model found, key set) and its prompt,
+    loaded once and used for every judgement and in the run's record."""
+
+    cfg: JudgeConfig
+    llm: LLMPlan
+    prompt: Prompt
 
 
-def resolve_judge(cfg: JudgeConfig | None, project_root: Path | None) -> LLMPlan | None:
+def resolve_judge(cfg: JudgeConfig | None, project_root: Path | None) -> JudgePlan | None:
     """Check the judge at start-up (its prompt, its model or key), before any work."""
     if cfg is None:
         return None
-    judge_prompt(cfg)
-    return resolve_llm(cfg.llm, "judge", project_root)
+    prompt = load_prompt(cfg.prompt, JUDGE_FIELDS, where="judge.prompt")
+    return JudgePlan(cfg, resolve_llm(cfg.llm, "judge", project_root), prompt)
 
 
 class Judgement(BaseModel):

@@ -28,6 +28,7 @@ import lab
 from lab import faults
 from lab.config import ExperimentConfig, dump_yaml
 from lab.errors import LabError
+from lab.paths import inside
 from lab.rag.postprocess import score_float
 from lab.report.html import render_run
 
@@ -182,7 +183,7 @@ def write_run(results: Results, samples: list[Sample], cfg: ExperimentConfig, re
 
 
 def _write_run(results: Results, samples: list[Sample], cfg: ExperimentConfig, reports_root: Path) -> Path:
-    base = reports_root / cfg.name
+    base = inside(reports_root, cfg.name)  # sweep points are named after user values: confined
     base.mkdir(parents=True, exist_ok=True)
     for debris in base.glob(".*.tmp-*"):  # left by a run killed while writing (its process is gone)
         pid = debris.name.rsplit("-", 1)[-1]
@@ -209,8 +210,14 @@ def _write_run(results: Results, samples: list[Sample], cfg: ExperimentConfig, r
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     latest_tmp = base / f".LATEST.tmp-{os.getpid()}"
-    latest_tmp.write_text(run_id + "\n")
-    os.replace(latest_tmp, base / "LATEST")
+    try:
+        latest_tmp.write_text(run_id + "\n")
+        os.replace(latest_tmp, base / "LATEST")
+    except OSError as exc:  # the run is complete; only the pointer to it could not be moved
+        latest_tmp.unlink(missing_ok=True)
+        raise LabError(f"the run is complete in {base / run_id}, but {base / 'LATEST'} could not be updated: "
+                       f"{exc.strerror or exc}",
+                       hint=f"free disk space; meanwhile pass the folder itself: lab show {base / run_id}") from None
     return base / run_id
 
 

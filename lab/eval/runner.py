@@ -14,14 +14,13 @@ from pathlib import Path
 
 from lab.config import ExperimentConfig
 from lab.eval.evalset import check_references, load_eval_set, stratified_sample
-from lab.eval.judge import calibration_summary, judge_prompt, resolve_judge
+from lab.eval.judge import JudgePlan, calibration_summary, resolve_judge
 from lab.eval.records import RESULTS_SCHEMA, Results, Sample, environment, write_run
 from lab.eval.stages import Timer, answer_stage, judge_stage, ragas_stage, retrieve_stage
 from lab.metrics import catalog
 from lab.metrics.aggregate import by_category, mean_table
 from lab.metrics.labels import load_labels
 from lab.models.llm import build_llm
-from lab.models.resolve import LLMPlan
 from lab.paths import project_path
 from lab.rag.index import IndexHandle, table_ids
 from lab.rag.llm_reranker import PROMPT_VERSION as LLM_RERANK_PROMPT
@@ -44,7 +43,7 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     t_start = time.perf_counter()
     # --- start-up: resolve models and validate inputs before any heavy work -------------------
     plans = resolve_models(cfg, opts.project_root)
-    judge_plan = resolve_judge(cfg.judge, opts.project_root)
+    judge = resolve_judge(cfg.judge, opts.project_root)
     eval_path = project_path(opts.project_root, cfg.data.eval_set)
     eval_set = load_eval_set(eval_path, cfg.data.categories)
     rows = eval_set.rows
@@ -89,15 +88,15 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
         answer_stage(samples, finals, pipe.synthesizer, timer, opts.show_progress, suppress)
         metric_names += catalog.names(group="answer")
         extra["answers"] = _answer_summary(samples)
-    if judge_plan is not None:
-        judge_llm = build_llm(judge_plan, opts.cache_root)
-        judge_stage(samples, judge_llm, cfg.judge, cfg.sample.seed, timer, opts.show_progress)
+    if judge is not None:
+        judge_llm = build_llm(judge.llm, opts.cache_root)
+        judge_stage(samples, judge_llm, judge, cfg.sample.seed, timer, opts.show_progress)
         metric_names += catalog.names(group="judge")
         failed = [s["id"] for s in samples if s["judgement"]["status"] == "failed"]
         extra["judge"] = {"n_judged": len(samples) - len(failed), "n_failed": len(failed), "failed_ids": failed}
         extra["calibration"] = calibration_summary(samples)
     if cfg.ragas is not None:
-        ragas_llm = judge_llm or build_llm(judge_plan or plans.generation, opts.cache_root)
+        ragas_llm = judge_llm or build_llm(plans.generation, opts.cache_root)
         extra["ragas"] = ragas_stage(samples, finals, ragas_llm, pipe.embed_model, cfg.ragas, timer,
                                      opts.show_progress)
         metric_names += [f"ragas_{m}" for m in cfg.ragas.metrics]
@@ -145,7 +144,7 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
             "chunk_chars_mean": pipe.handle.manifest.get("chunk_chars_mean"),
             "texts_embedded": pipe.handle.embedded,
         },
-        "models": _models(cfg, plans, judge_plan, pipe),
+        "models": _models(cfg, plans, judge, pipe),
         "metrics": {
             "k": cfg.metrics.k,
             "overall": mean_table(metric_rows, metric_names),
@@ -192,7 +191,7 @@ def _answer_summary(samples: list[Sample]) -> dict:
     }
 
 
-def _models(cfg: ExperimentConfig, plans: ModelPlans, judge_plan: LLMPlan | None, pipe: Pipeline) -> dict:
+def _models(cfg: ExperimentConfig, plans: ModelPlans, judge: JudgePlan | None, pipe: Pipeline) -> dict:
     emb = plans.embedding
     out: dict = {
         "embedding": {"name": emb.name, "location": emb.location, "source": emb.source,
@@ -209,9 +208,9 @@ def _models(cfg: ExperimentConfig, plans: ModelPlans, judge_plan: LLMPlan | None
         p = pipe.synthesizer.prompt
         out["generation"] = {**plans.generation.describe(), "prompt_version": p.version, "prompt_sha256": p.sha256,
                              "context_builder": cfg.generation.context.model_dump(mode="json")}
-    if judge_plan is not None:
-        p = judge_prompt(cfg.judge)
-        out["judge"] = {**judge_plan.describe(), "prompt_version": p.version, "prompt_sha256": p.sha256,
+    if judge is not None:
+        p = judge.prompt
+        out["judge"] = {**judge.llm.describe(), "prompt_version": p.version, "prompt_sha256": p.sha256,
                         "calibration": cfg.judge.calibration, "max_attempts": cfg.judge.max_attempts}
     return out
 

@@ -14,9 +14,9 @@ from typing import Any, Iterator, Sequence
 
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from lab.config import ExperimentConfig, JudgeConfig, RagasConfig
+from lab.config import ExperimentConfig, RagasConfig
 from lab.eval.evalset import EvalRow
-from lab.eval.judge import DIMENSIONS, judge_prompt, judge_questions
+from lab.eval.judge import DIMENSIONS, JudgePlan, judge_questions
 from lab.eval.ragas import evaluate_ragas
 from lab.eval.records import Sample, retrieved_record
 from lab.metrics.labels import label_scores
@@ -146,10 +146,10 @@ def answer_stage(samples: list[Sample], finals: list[list[NodeWithScore]], synth
         s["timings"]["generate_s"] = None if record["cached"] else record["seconds"]
 
 
-def judge_stage(samples: list[Sample], llm: LabLLM, cfg: JudgeConfig, seed: int, timer: Timer,
+def judge_stage(samples: list[Sample], llm: LabLLM, plan: JudgePlan, seed: int, timer: Timer,
                 show_progress: bool) -> None:
     """Judge every answer (and calibrate the judge); adds ``judgement``/``calibration``."""
-    prompt = judge_prompt(cfg)
+    cfg, prompt = plan.cfg, plan.prompt
     items = [{"id": s["id"], "category": s["category"], "question": s["question"],
               "reference": s["reference_answer"], "answer": s["answer"]["text"],
               "answer_error": s["answer"].get("error")} for s in samples]

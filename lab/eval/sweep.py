@@ -26,7 +26,7 @@ from lab.errors import ConfigError
 from lab.eval.records import overall_means, read_results
 from lab.eval.runner import RunOptions, run_experiment
 from lab.metrics import catalog
-from lab.paths import write_atomic
+from lab.paths import inside, write_atomic
 from lab.report.sweep import render_sweep
 
 SHOWN = catalog.names("sweep")
@@ -84,7 +84,7 @@ def point_configs(name: str, experiments_dir: Path, dials: list[Dial], base_over
 def run_sweep(name: str, experiments_dir: Path, dials: list[Dial], base_overrides: dict, opts: RunOptions,
               metric: str = "mrr", answers: bool = False) -> Path:
     configs = point_configs(name, experiments_dir, dials, base_overrides, answers)
-    folder = opts.reports_root / "_sweep" / f"{name}-{'-'.join(d.name for d in dials)}"
+    folder = inside(opts.reports_root / "_sweep", f"{name}-{'-'.join(d.name for d in dials)}")
     folder.mkdir(parents=True, exist_ok=True)
     rows = []
     for point, cfg in configs:

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lab.errors import ConfigError
+from lab.registry import did_you_mean
+
 #: Stages, in the order a run computes them and the run page groups them.
 GROUPS = ("retrieval", "spans", "labels", "judge", "answer", "ragas")
 
@@ -86,6 +89,14 @@ def by_group() -> tuple[str, ...]:
 def labels() -> dict[str, str]:
     """name -> label, in :func:`by_group` order (what the run page iterates)."""
     return {n: METRICS[n].label for n in by_group()}
+
+
+def check(name: str, where: str = "--metric") -> str:
+    """``name`` if the catalogue has it, else a ConfigError with the closest name and the list."""
+    if name in METRICS:
+        return name
+    raise ConfigError(f"{where}: unknown metric {name!r}",
+                      hint=f"{did_you_mean(name, METRICS)}metrics: {', '.join(METRICS)}")
 
 
 def higher_is_better(name: str) -> bool:

@@ -235,6 +235,23 @@ def resolve_gguf(name: str) -> Path:
     )
 
 
+def known_models() -> list[tuple[str, str, str]]:
+    """(name, source, location or how to get it) of every model the configs name, for `lab models`."""
+    out = []
+    for name in [*PACKAGED_HF_MODELS, "BAAI/bge-reranker-base", "cross-encoder/ms-marco-MiniLM-L-6-v2"]:
+        try:
+            m = resolve_hf_model(name, "model")
+            out.append((name, m.source, m.location))
+        except LabError:
+            out.append((name, "missing", "(see `lab validate turn22` for how to supply it)"))
+    for name in GGUF_MODELS:
+        try:
+            out.append((name, "gguf", str(resolve_gguf(name))))
+        except LabError as exc:
+            out.append((name, "missing", exc.hint or ""))
+    return out
+
+
 def model_fingerprint(location: str) -> str:
     """Names and sizes of a local model's files: cheap, and changes when the weights do."""
     path = Path(location)

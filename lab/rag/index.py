@@ -158,6 +158,24 @@ def _build(corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str, fi
         node.embedding = vec.tolist()
     t2 = time.perf_counter()
     tmp = final.parent / f".{key}.tmp-{os.getpid()}"
+    try:
+        manifest = _write_table(tmp, nodes, corpus, cfg, embed_model, key)
+        faults.point("index.before_rename")
+        os.replace(tmp, final)
+    except BaseException:  # Ctrl-C, SIGTERM, a full disk: leave no half-written table behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    t3 = time.perf_counter()
+    timings = {"chunk_s": t1 - t0, "embed_s": t2 - t1, "write_s": t3 - t2}
+    embedded = embed_model.counters["computed"] - before
+    log.info(
+        "built index %s: %d chunks (%d texts embedded, %d of them while chunking)",
+        key, len(nodes), embedded, during_chunking,
+    )
+    return IndexHandle(key, final, _open(final, embed_model), False, manifest, timings, embedded)
+
+
+def _write_table(tmp: Path, nodes: list, corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str) -> dict:
     store = LanceDBVectorStore(uri=str(tmp / "lancedb"), table_name=TABLE, mode="overwrite")
     store.add(nodes)
     manifest = {
@@ -172,16 +190,7 @@ def _build(corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str, fi
         "chunk_chars_mean": sum(len(n.get_content()) for n in nodes) / max(len(nodes), 1),
     }
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
-    faults.point("index.before_rename")
-    os.replace(tmp, final)
-    t3 = time.perf_counter()
-    timings = {"chunk_s": t1 - t0, "embed_s": t2 - t1, "write_s": t3 - t2}
-    embedded = embed_model.counters["computed"] - before
-    log.info(
-        "built index %s: %d chunks (%d texts embedded, %d of them while chunking)",
-        key, len(nodes), embedded, during_chunking,
-    )
-    return IndexHandle(key, final, _open(final, embed_model), False, manifest, timings, embedded)
+    return manifest
 
 
 #: The full-text index's settings; a change rebuilds it on next use.

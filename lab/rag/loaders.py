@@ -194,20 +194,84 @@ class Corpus:
         return sum(len(d.text) for d in self.documents)
 
 
-def load_folder(root: Path, extensions: Sequence[str], max_file_bytes: int, embed_metadata: bool) -> Corpus:
-    """Load every file under ``root`` with one of ``extensions``, sorted by path."""
+#: Folders deeper than this under the knowledge base are an error (a runaway tree, not documents).
+MAX_DEPTH = 64
+
+
+def walk(root: Path, extensions: set[str], include_hidden: bool = False) -> tuple[list[Path], list[str]]:
+    """The files under ``root`` with one of ``extensions``, sorted by path, and what was skipped.
+
+    One rule for files and folders alike: a name starting with a dot is hidden and skipped unless
+    ``include_hidden``; a symbolic link is followed only when it resolves inside ``root`` (a link
+    to ``/etc/hostname`` or to another project is skipped); a link to a folder inside ``root`` is
+    skipped too (that folder is loaded where it is), and so are broken links and link loops. Every
+    skip is returned as ``"path: why"``, for the results and the report's banner.
+    """
+    real_root = root.resolve()
+    files: list[Path] = []
+    skipped: list[str] = []
+
+    def visit(folder: Path, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise DataError(f"knowledge base {root}: {folder} is nested more than {MAX_DEPTH} folders deep",
+                            hint="flatten the folder tree, or point data.knowledge_base at a shallower folder")
+        for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+            rel = entry.relative_to(root).as_posix()
+            if entry.name.startswith(".") and not include_hidden:
+                kind = "folder" if entry.is_dir() else "file"
+                skipped.append(f"{rel}: hidden {kind} (set loader.include_hidden: true to load it)")
+                continue
+            if entry.is_symlink():
+                try:
+                    target = entry.resolve(strict=True)
+                except (OSError, RuntimeError):
+                    skipped.append(f"{rel}: broken symbolic link or link loop")
+                    continue
+                if not target.is_relative_to(real_root):
+                    skipped.append(f"{rel}: symbolic link to {target}, outside the knowledge base")
+                    continue
+                if target.is_dir():
+                    where = target.relative_to(real_root).as_posix() or "."
+                    skipped.append(f"{rel}: link to a folder of the knowledge base, loaded as {where}")
+                    continue
+            if entry.is_dir():
+                visit(entry, depth + 1)
+            elif entry.is_file() and entry.suffix.lower() in extensions:
+                files.append(entry)
+
+    visit(root, 1)
+    return sorted(files), skipped
+
+
+def _looks_utf16(raw: bytes) -> bool:
+    """A UTF-16 byte-order mark, or NULs in every other byte of the head (UTF-16 without one)."""
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return True
+    head = raw[:2000]
+    return len(head) >= 4 and (head[1::2].count(0) > 0.8 * len(head[1::2]) or head[0::2].count(0) > 0.8 * len(head[0::2]))
+
+
+def load_folder(root: Path, extensions: Sequence[str], max_file_bytes: int, embed_metadata: bool,
+                include_hidden: bool = False) -> Corpus:
+    """Load every file :func:`walk` finds under ``root``, sorted by path.
+
+    Text files are read as UTF-8; a byte-order mark at the start is dropped (it is not text, and
+    kept it would shift every character offset, and so every golden span, by one).
+    """
     if not root.exists():
         raise DataError(f"knowledge base {root} does not exist", hint="check data.knowledge_base or KB=")
     if not root.is_dir():
         raise DataError(f"knowledge base {root} is not a folder", hint="point data.knowledge_base at a folder")
     exts = {e.lower() for e in extensions}
-    paths = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in exts)
+    paths, skipped = walk(root, exts, include_hidden)
+    for line in skipped:
+        log.warning("skipping %s", line)
     if not paths:
         raise DataError(
             f"knowledge base {root} has no files ending in {', '.join(sorted(exts))}",
             hint="add documents, or set loader.extensions",
         )
-    documents, skipped, pages = [], [], {}
+    documents, pages = [], {}
     for path in paths:
         rel = path.relative_to(root).as_posix()
         size = path.stat().st_size
@@ -230,13 +294,18 @@ def load_folder(root: Path, extensions: Sequence[str], max_file_bytes: int, embe
             continue
         raw = path.read_bytes()
         nul = raw.find(b"\x00")
+        if nul >= 0 and _looks_utf16(raw):
+            raise DataError(
+                f"{path}: UTF-16 text (the lab reads text files as UTF-8)",
+                hint=f"convert it: iconv -f UTF-16 -t UTF-8 '{path}' > converted.md, and replace the file",
+            )
         if nul >= 0:
             raise DataError(
                 f"{path}: binary content in a text file (NUL byte at offset {nul})",
                 hint="remove the file, or give it the extension of its real format",
             )
         try:
-            text = raw.decode("utf-8")
+            text = raw.decode("utf-8").removeprefix("\ufeff")  # a byte-order mark is not text
         except UnicodeDecodeError as exc:
             line = raw[: exc.start].count(b"\n") + 1
             raise DataError(

@@ -17,6 +17,7 @@ module knows nothing of judges or metrics.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,8 @@ from lab.rag.index import IndexHandle, ensure_fts, open_or_build
 from lab.rag.loaders import Corpus, load_folder
 from lab.rag.postprocess import Chain, ChainPostprocessor, RerankerPlan, build_chain, build_reranker, resolve_reranker
 from lab.rag.retrievers import NEEDS_FTS, build_retriever
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -87,7 +90,7 @@ class Pipeline:
 
 def load_corpus(cfg: ExperimentConfig, project_root: Path) -> Corpus:
     return load_folder(project_path(project_root, cfg.data.knowledge_base), cfg.loader.extensions,
-                       cfg.loader.max_file_bytes, cfg.embedding.embed_metadata)
+                       cfg.loader.max_file_bytes, cfg.embedding.embed_metadata, bool(cfg.loader.include_hidden))
 
 
 def open_pipeline(cfg: ExperimentConfig, plans: ModelPlans, project_root: Path, cache_root: Path,
@@ -100,6 +103,9 @@ def open_pipeline(cfg: ExperimentConfig, plans: ModelPlans, project_root: Path, 
     embed_model = build_embedding(cfg.embedding, plans.embedding, cache_root)
     handle = open_or_build(corpus, cfg, embed_model, cache_root, show_progress=show_progress)
     timings.update(handle.timings)
+    if cfg.retriever.top_k > handle.n_chunks:
+        log.warning("retriever.top_k is %d but the index has %d chunks: every question gets at most %d",
+                    cfg.retriever.top_k, handle.n_chunks, handle.n_chunks)
     if cfg.retriever.name in NEEDS_FTS:
         t1 = time.perf_counter()
         ensure_fts(handle, cache_root)

@@ -164,8 +164,8 @@ def resolve_reranker(cfg: RerankerConfig | None) -> RerankerPlan | None:
     if cfg is None:
         return None
     RERANKERS.check(cfg.name, where="reranker.name")
-    if cfg.name == "keyword_overlap":  # no model
-        return RerankerPlan(cfg, ResolvedModel("keyword-overlap", "builtin", "builtin"))
+    if cfg.name in MODEL_FREE:
+        return RerankerPlan(cfg, ResolvedModel(cfg.name.replace("_", "-"), "builtin", "builtin"))
     if cfg.name == "llm_pointwise":
         path = resolve_gguf(cfg.model)
         return RerankerPlan(cfg, ResolvedModel(cfg.model, str(path), "gguf"))
@@ -180,6 +180,8 @@ def resolve_reranker(cfg: RerankerConfig | None) -> RerankerPlan | None:
 
 
 RERANKERS: Registry[Callable[[RerankerPlan, Any], BaseNodePostprocessor]] = Registry("reranker")
+#: Rerankers that load no model (their plan names no weights).
+MODEL_FREE = {"keyword_overlap"}
 
 
 @RERANKERS.register("flag_embedding")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from lab.metrics import catalog
 from lab.metrics.catalog import fmt, fmt_delta, higher_is_better
-from lab.paths import resolve_run, write_atomic
+from lab.paths import inside, resolve_run, write_atomic
 from lab.report.export import write_exports
 from lab.report.html import environment, load_run
 from lab.report.stats import bootstrap_ci, paired
@@ -308,7 +308,7 @@ def default_folder(runs: list[Run], reports_root: Path) -> Path:
     name = "--".join(re.sub(r"[^A-Za-z0-9_.@-]", "_", r.label) for r in runs)
     if len(name) > 120:
         name = name[:100] + "-" + hashlib.sha256(name.encode()).hexdigest()[:10]
-    return reports_root / "_compare" / name
+    return inside(reports_root / "_compare", name)
 
 
 def render_compare(runs: list[Run], folder: Path) -> Path:

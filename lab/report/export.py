@@ -57,11 +57,27 @@ def frame(runs: list[tuple[dict, list[dict]]]) -> Any:
     return df
 
 
+#: A spreadsheet runs a cell starting with one of these as a formula (=HYPERLINK(...), +cmd|...).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _neutralised(df: Any) -> Any:
+    """The frame for CSV: text cells that a spreadsheet would run as a formula get a leading
+    apostrophe (OWASP's advice), so they show as text; numbers are untouched. Parquet keeps the
+    exact values."""
+    out = df.copy()
+    for column in out.columns:
+        if out[column].dtype.kind not in "biufcmM":  # text columns (object or pandas strings)
+            out[column] = out[column].map(
+                lambda v: "'" + v if isinstance(v, str) and v.startswith(FORMULA_START) else v)
+    return out
+
+
 def write_exports(runs: list[tuple[dict, list[dict]]], folder: Path) -> list[Path]:
     """Write ``questions.csv`` and ``questions.parquet`` into ``folder``, each atomically."""
     df = frame(runs)
     written = []
-    for name, write in (("questions.csv", lambda p: df.to_csv(p, index=False)),
+    for name, write in (("questions.csv", lambda p: _neutralised(df).to_csv(p, index=False)),
                         ("questions.parquet", lambda p: df.to_parquet(p, index=False))):
         final = folder / name
         tmp = folder / f".{name}.tmp-{os.getpid()}"

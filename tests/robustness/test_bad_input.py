@@ -35,6 +35,22 @@ CASES = {
     "missing parent": ({"experiments/bad.yaml": "schema_version: 1\nextends: nope\n"}, "bad", ["nope"]),
     "name leaving experiments": ({}, "../../x", ["invalid experiment name"]),
     "unknown name": ({}, "smal", ["no experiment 'smal'", "did you mean"]),
+    "a key written twice": (exp("retriever:\n  top_k: 3\nmetrics:\n  k: 5\nretriever:\n  top_k: 4\n"), "bad",
+                            ["bad.yaml line 7: key 'retriever' is written twice (first on line 3)"]),
+    "yaml nested 20,000 deep": (exp("x: " + "[" * 20000 + "]" * 20000 + "\n"), "bad",
+                                ["bad.yaml line 3: nested more than 32 levels deep"]),
+    "yaml alias bomb": (exp("a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(9))
+        + "description: *j\n"), "bad", ["more than 64 YAML aliases"]),
+    "latin-1 config": ({"experiments/bad.yaml": "schema_version: 1\ndescription: caf\xe9\n".encode("latin-1")},
+                       "bad", ["bad.yaml: not UTF-8", "iconv"]),
+    "a list as config": ({"experiments/bad.yaml": "- schema_version: 1\n"}, "bad",
+                         ["top level must be a mapping", "keys at the left margin"]),
+    "top_k of 10^20": (exp("retriever:\n  top_k: 99999999999999999999\n"), "bad",
+                       ["retriever.top_k", "less than or equal to 10000"]),
+    "metrics.k of a million": (exp("metrics:\n  k: 1000000\n"), "bad", ["metrics.k", "less than or equal to 10000"]),
+    "page chunker overlap over size": (exp("chunker:\n  name: page\n  chunk_size: 100\n  chunk_overlap: 300\n"),
+                                       "bad", ["chunk_overlap (300) must be smaller than chunk_size (100)"]),
     # knowledge base
     "missing kb folder": (exp("data:\n  knowledge_base: nokb\n"), "bad", ["nokb does not exist"]),
     "empty kb folder": ({"badkb/.keep": "", **exp("data:\n  knowledge_base: badkb\n")}, "bad", ["has no files"]),
@@ -43,6 +59,11 @@ CASES = {
     "binary with a text extension": (kb({"a.md": b"PK\x03\x04\x00\x00binary"}), "bad", ["a.md: binary content"]),
     "huge file": (kb({"a.md": "x" * 200}, "loader:\n  max_file_bytes: 100\n"), "bad",
                   ["a.md: 200 bytes is over the limit of 100", "max_file_bytes"]),
+    "kb nested 100 folders deep": (kb({"d/" * 100 + "a.md": "deep\n"}), "bad", ["nested more than 64 folders deep"]),
+    "utf-16 text": (kb({"a.md": "Brightwater Kilns was founded in 1998.\n".encode("utf-16")}), "bad",
+                    ["a.md: UTF-16 text", "iconv -f UTF-16 -t UTF-8"]),
+    "utf-16 without a byte-order mark": (kb({"a.md": "Brightwater Kilns.\n".encode("utf-16-le")}), "bad",
+                                         ["a.md: UTF-16 text"]),
     # eval sets
     "malformed jsonl": (eval_rows(json.dumps(GOOD_ROW), "{not json"), "bad", ["bad-eval.jsonl line 2: invalid JSON"]),
     "missing field": (eval_rows(json.dumps({k: v for k, v in GOOD_ROW.items() if k != "keywords"})), "bad",
@@ -52,6 +73,11 @@ CASES = {
                       ["line 2: field 'id': 'z1' already used on line 1"]),
     "undeclared category": (eval_rows(json.dumps({**GOOD_ROW, "category": "gossip"})), "bad",
                             ["line 1: field 'category': 'gossip' is not a declared category"]),
+    "whitespace-only question": (eval_rows(json.dumps({**GOOD_ROW, "question": "   \t  "})), "bad",
+                                 ["line 1: field 'question'", "only whitespace"]),
+    "span naming no document": (eval_rows(json.dumps({**GOOD_ROW, "references": [
+        {"source": "company/aboot.md", "content": "x", "start_index": 0, "end_index": 1}]})), "bad",
+        ["line 1: field 'references.0.source': 'company/aboot.md' names no document", "did you mean 'company/about.md'"]),
     "span outside its document": (eval_rows(json.dumps({**GOOD_ROW, "references": [
         {"source": "company/about.md", "content": "x", "start_index": 90000, "end_index": 90001}]})), "bad",
         ["line 1: field 'references.0.end_index': 90001 is past the end of company/about.md"]),

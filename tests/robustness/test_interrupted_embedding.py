@@ -1,0 +1,98 @@
+"""Ctrl-C, SIGTERM or SIGKILL in the middle of embedding a knowledge base, then the same
+command: what was embedded before the signal stays in the cache, the rerun embeds only the rest,
+no temporary folder is left, and the results equal an uninterrupted run's."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from runs import lab, lab_env, latest, load
+
+pytestmark = pytest.mark.slow
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+SLICE = 256  # lab.models.embeddings.SLICE_BATCHES * the fixture's batch size (8)
+WORDS = ("policy claim premium broker underwriting coverage deductible renewal portfolio hazard marine "
+         "liability aviation reinsurance actuarial settlement clause endorsement exposure rider").split()
+
+
+def project_with_many_chunks(root: Path) -> Path:
+    """The fixture project plus 12 generated documents: about 450 chunks of 200 characters."""
+    project = root / "project"
+    shutil.copytree(FIXTURES, project)
+    rng = random.Random(7)
+    for d in range(12):
+        paragraphs = [f"Section {d}.{p}: " + " ".join(rng.choice(WORDS) for _ in range(60)) + f" (ref {d}-{p})."
+                      for p in range(12)]
+        (project / "kb" / "generated").mkdir(exist_ok=True)
+        (project / "kb" / "generated" / f"doc{d:02d}.md").write_text("\n\n".join(paragraphs) + "\n")
+    return project
+
+
+def vectors(project: Path) -> int:
+    db = project / "cache" / "embeddings.sqlite"
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(db, timeout=5) as conn:
+            return conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+    except sqlite3.OperationalError:
+        return 0
+
+
+def comparable(run: Path) -> tuple:
+    results, samples = load(run)
+    return results["metrics"], [(s["id"], [c["id"] for c in s["retrieved"]]) for s in samples]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    project = project_with_many_chunks(tmp_path_factory.mktemp("clean"))
+    p = lab(project, "run", "small-retrieval", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    results, _ = load(latest(project, "small-retrieval"))
+    return {"n_chunks": results["index"]["n_chunks"], "run": comparable(latest(project, "small-retrieval"))}
+
+
+@pytest.mark.parametrize("sig,code,says", [
+    (signal.SIGINT, 130, "interrupted: finished work is cached"),
+    (signal.SIGTERM, 143, "terminated (SIGTERM): finished work is cached"),
+    (signal.SIGKILL, -9, None),
+])
+def test_a_signal_mid_embedding_keeps_what_was_embedded(tmp_path, uninterrupted, sig, code, says):
+    n_chunks = uninterrupted["n_chunks"]
+    assert n_chunks > SLICE + 100  # a second slice to stop in
+    project = project_with_many_chunks(tmp_path)
+    p = subprocess.Popen([sys.executable, "-m", "lab", "run", "small-retrieval", "--no-progress"], cwd=project,
+                         env=lab_env(project), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 600
+    while time.time() < deadline and p.poll() is None and vectors(project) < SLICE:
+        time.sleep(0.02)
+    assert p.poll() is None, "the run ended before it could be interrupted"
+    os.kill(p.pid, sig)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == code, err
+    if says:
+        assert says in err and "Traceback" not in err
+    kept = vectors(project)
+    assert SLICE <= kept < n_chunks  # committed slice by slice, not at the end
+    assert not list((project / "cache" / "indexes").glob(".*tmp*"))
+    assert not (project / "reports" / "small-retrieval").exists() or not list(
+        (project / "reports" / "small-retrieval").glob(".*tmp*"))
+
+    again = lab(project, "run", "small-retrieval", "--no-progress")
+    assert again.returncode == 0, again.stderr
+    results, _ = load(latest(project, "small-retrieval"))
+    assert results["index"]["texts_embedded"] == n_chunks - kept  # only what was missing
+    assert comparable(latest(project, "small-retrieval")) == uninterrupted["run"]
+    with sqlite3.connect(project / "cache" / "embeddings.sqlite") as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
