@@ -92,8 +92,11 @@ def test_spans_outside_or_not_matching_their_document_name_line_and_field(tmp_pa
         (tmp_path / "e.jsonl").write_text("\n" + json.dumps(row) + "\n")
         return load_eval_set(tmp_path / "e.jsonl", ["direct_fact"])
     ok = write([{"source": "a.md", "content": "8,400 euros", "start_index": 19, "end_index": 30},
-                {"source": "elsewhere.md", "content": "x", "start_index": 0, "end_index": 1}])
-    assert check_references(ok, doc) == 1  # one span in a document the knowledge base lacks
+                {"source": "b.md", "content": "x", "start_index": 0, "end_index": 1}])
+    # b.md is in the knowledge base as a PDF: the same document in another format, not scored
+    assert check_references(ok, {**doc, "b.pdf": "x"}) == 1
+    with pytest.raises(DataError, match=r"e.jsonl line 2: field 'references.1.source': 'b.md' names no document"):
+        check_references(ok, doc)
     past = write([{"source": "a.md", "content": "x", "start_index": 30, "end_index": 99}])
     with pytest.raises(DataError, match=r"e.jsonl line 2: field 'references.0.end_index': 99 is past the end of a.md \(31 chars\)"):
         check_references(past, doc)
@@ -103,3 +106,22 @@ def test_spans_outside_or_not_matching_their_document_name_line_and_field(tmp_pa
     assert "start_index 19, end_index 30" in str(exc.value)
     with pytest.raises(DataError, match="end_index \\(3\\) must be greater than start_index \\(5\\)"):
         write([{"source": "a.md", "content": "x", "start_index": 5, "end_index": 3}])
+
+
+def test_span_content_matches_in_nfc_and_sources_are_normalised(tmp_path):
+    import json
+    import unicodedata
+
+    from lab.eval.evalset import check_references, load_eval_set
+
+    doc = "Menu. " + unicodedata.normalize("NFC", "Crème brûlée") + " costs 9 euros."
+    start = doc.index("Cr")
+    row = {"id": "q1", "question": "What does the dessert cost?", "keywords": ["9 euros"], "reference_answer": "9",
+           "category": "direct_fact", "references": [
+               {"source": ".\\menu\\desserts.md", "content": unicodedata.normalize("NFD", "Crème brûlée"),
+                "start_index": start, "end_index": start + len("Crème brûlée")}]}
+    path = tmp_path / "e.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    es = load_eval_set(path, ["direct_fact"])
+    assert es.rows[0].references[0].source == "menu/desserts.md"
+    assert check_references(es, {"menu/desserts.md": doc}) == 0

@@ -96,3 +96,9 @@ def test_sweep_over_alpha_reuses_the_index_and_matches_the_pure_retrievers(proje
     assert "<svg" in (folder / "sweep.html").read_text()
     bad = lab(project, "sweep", "small-hybrid", "--set", "retriever.alpha=0,2")
     assert bad.returncode == 2 and "sweep point alpha=2" in bad.stderr and "less than or equal to 1" in bad.stderr
+
+
+def test_fts_query_is_nfc():
+    import unicodedata
+
+    assert _fts_query(unicodedata.normalize("NFD", "Crème brûlée?")) == unicodedata.normalize("NFC", "Crème brûlée")

@@ -84,3 +84,14 @@ def test_cross_check_with_ranx():
         run = ranx.Run({"q": run_scores})
         assert keyword_rr(kw, texts) == pytest.approx(ranx.evaluate(qrels, run, "mrr"))
         assert keyword_ndcg(kw, texts, 6) == pytest.approx(ranx.evaluate(qrels, run, "ndcg@6"))
+
+
+def test_keywords_and_texts_match_in_nfc():
+    import unicodedata
+
+    nfc, nfd = unicodedata.normalize("NFC", "Crème brûlée"), unicodedata.normalize("NFD", "Crème brûlée")
+    assert nfc != nfd and len(nfd) == len(nfc) + 3  # è, û, é each decompose in two
+    texts = ["the menu", f"dessert: {nfc}, 9 euros"]
+    assert keyword_rr(nfd, texts) == 1 / 2  # decomposed keyword, composed text
+    assert keyword_rr(nfc, [f"dessert: {nfd}"]) == 1.0  # and the other way round
+    assert question_scores([nfd], texts, 10)["coverage"] == 1.0

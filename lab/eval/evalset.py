@@ -8,6 +8,7 @@ import hashlib
 import json
 import posixpath
 import random
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -167,6 +168,12 @@ def stratified_sample(rows: Sequence[EvalRow], limit: int, seed: int) -> list[Ev
     return [rows[i] for i in sorted(chosen)]
 
 
+def same_text(a: str, b: str) -> bool:
+    """Equal once both are in Unicode NFC (a span copied from an editor that decomposes accents is
+    the same text)."""
+    return a == b or unicodedata.normalize("NFC", a) == unicodedata.normalize("NFC", b)
+
+
 def check_references(eval_set: EvalSet, documents: dict[str, str]) -> int:
     """Every golden span in a document of the knowledge base must lie inside it and hold its
     ``content``. A span must name a document of the knowledge base: one that names none stops
@@ -190,7 +197,7 @@ def check_references(eval_set: EvalSet, documents: dict[str, str]) -> int:
             if ref.end_index > len(text):
                 raise DataError(f"{where}.end_index': {ref.end_index} is past the end of {ref.source} "
                                 f"({len(text)} chars)", hint="the offsets are characters of the document's text")
-            if text[ref.start_index:ref.end_index] != ref.content:
+            if not same_text(text[ref.start_index:ref.end_index], ref.content):
                 found = text.find(ref.content)
                 hint = (f"the content is at start_index {found}, end_index {found + len(ref.content)}" if found >= 0
                         else "the content does not occur in the document: copy it from the document")

@@ -1,18 +1,25 @@
 """Keyword retrieval metrics, exactly as the InsureLLM exercise defines them.
 
 Relevance is binary and per keyword: a retrieved chunk is relevant to a keyword when its text
-contains the keyword, case-insensitively (substring match). Each metric is computed per keyword
+contains the keyword, case-insensitively (substring match), both in Unicode NFC (so "Crème"
+written with a combining accent matches "Crème" written with one character). Each metric is computed per keyword
 and then averaged over the question's keywords. All functions are pure: no I/O, inputs untouched.
 """
 
 from __future__ import annotations
 
 import math
+import unicodedata
 from typing import Sequence
 
 
+def folded(text: str) -> str:
+    """The form keywords and texts are compared in: NFC, lower case."""
+    return unicodedata.normalize("NFC", text).lower()
+
+
 def _contains(text: str, keyword: str) -> bool:
-    return keyword.lower() in text.lower()
+    return folded(keyword) in folded(text)
 
 
 def keyword_rank(keyword: str, texts: Sequence[str]) -> int | None:

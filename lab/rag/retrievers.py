@@ -19,6 +19,7 @@ Each is registered in :data:`RETRIEVERS` under its config ``name``.
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any, Sequence
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -116,7 +117,9 @@ class BM25Retriever(BaseRetriever):
 
 
 def _fts_query(text: str) -> str:
-    """The question as plain terms: the query parser would read ``?``, ``:`` or quotes as syntax."""
+    """The question as plain terms in NFC: the query parser would read ``?``, ``:`` or quotes as
+    syntax, and a combining accent would split a word."""
+    text = unicodedata.normalize("NFC", text)
     return " ".join("".join(ch if ch.isalnum() else " " for ch in text).split())
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from lab.metrics import catalog
 from lab.metrics.catalog import fmt, fmt_delta, higher_is_better
+from lab.metrics.retrieval import folded
 from lab.paths import inside, resolve_run, write_atomic
 from lab.report.export import write_exports
 from lab.report.html import environment, load_run
@@ -231,8 +232,8 @@ def _verdict(metric: str, stats: dict, b_label: str) -> dict:
 
 def _chunk_view(chunk: dict, keywords: list[str]) -> dict:
     text = chunk.get("text") or ""
-    low = text.lower()
-    return {**chunk, "keywords_in": [k for k in keywords if k.lower() in low], "snippet": text[:600],
+    low = folded(text)
+    return {**chunk, "keywords_in": [k for k in keywords if folded(k) in low], "snippet": text[:600],
             "cut": len(text) > 600}
 
 
