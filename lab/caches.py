@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 from pathlib import Path
@@ -21,18 +22,44 @@ from typing import Sequence
 
 import numpy as np
 
+from lab.errors import LabError
+
+
+def cache_fault(path: Path, exc: BaseException) -> LabError:
+    """A disk or permission fault on the cache as the error users see: the path, what happened
+    (SQLite and Lance often say only "disk I/O error" or "unable to open database file", so the
+    disk itself is asked whether it is read-only or full) and what to do. Everything committed
+    before the fault stays cached."""
+    reason = getattr(exc, "strerror", None) or str(exc).splitlines()[0]
+    folder = next((p for p in (path, *path.parents) if p.exists()), None)
+    if folder is not None:
+        disk = os.statvfs(folder)
+        if disk.f_flag & os.ST_RDONLY:
+            reason = f"Read-only file system ({reason})"
+        elif disk.f_bavail * disk.f_frsize < 1 << 20:
+            reason = f"the disk is full, {disk.f_bavail * disk.f_frsize // 1024} KB free ({reason})"
+    full = any(w in reason.lower() for w in ("full", "no space"))
+    hint = ("free disk space on the cache's disk, or set LAB_CACHE (or --cache) to a folder with room; "
+            "what was computed before is cached" if full else
+            "make the cache folder writable, or set LAB_CACHE (or --cache) to a writable folder")
+    return LabError(f"the cache {path} cannot be written: {reason}", hint=hint)
+
 
 class SqliteStore:
-    """A table ``(key TEXT PRIMARY KEY, <column> <type> NOT NULL)`` in a file of its own."""
+    """A table ``(key TEXT PRIMARY KEY, <column> <type> NOT NULL)`` in a file of its own. A full
+    disk or a read-only folder raises :func:`cache_fault`'s error, naming the file."""
 
     schema = ""  # e.g. "vectors (key TEXT PRIMARY KEY, vec BLOB NOT NULL)"
 
     def __init__(self, path: Path):
         self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        with self._conn() as conn:
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {self.schema}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with self._conn() as conn:
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {self.schema}")
+        except (sqlite3.OperationalError, OSError) as exc:
+            raise cache_fault(path, exc) from None
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
@@ -42,6 +69,15 @@ class SqliteStore:
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
         return conn
+
+    def _write(self, sql: str, rows: list[tuple]) -> None:
+        """One transaction: all the rows, or (disk full, read-only) none and a clear error."""
+        conn = self._conn()
+        try:
+            with conn:
+                conn.executemany(sql, rows)
+        except sqlite3.OperationalError as exc:
+            raise cache_fault(self.path, exc) from None
 
 
 class VectorCache(SqliteStore):
@@ -62,12 +98,8 @@ class VectorCache(SqliteStore):
     def put_many(self, items: dict[str, np.ndarray]) -> None:
         if not items:
             return
-        conn = self._conn()
-        with conn:
-            conn.executemany(
-                "INSERT OR REPLACE INTO vectors (key, vec) VALUES (?, ?)",
-                [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()],
-            )
+        self._write("INSERT OR REPLACE INTO vectors (key, vec) VALUES (?, ?)",
+                    [(k, np.asarray(v, dtype=np.float32).tobytes()) for k, v in items.items()])
 
 
 class CallCache(SqliteStore):
@@ -80,9 +112,7 @@ class CallCache(SqliteStore):
         return json.loads(row[0]) if row else None
 
     def put(self, key: str, body: dict) -> None:
-        conn = self._conn()
-        with conn:
-            conn.execute("INSERT OR REPLACE INTO calls (key, body) VALUES (?, ?)", (key, json.dumps(body)))
+        self._write("INSERT OR REPLACE INTO calls (key, body) VALUES (?, ?)", [(key, json.dumps(body))])
 
 
 class SemanticQueryCache(SqliteStore):
@@ -116,7 +146,4 @@ class SemanticQueryCache(SqliteStore):
         """Store (question, embedding, [[node id, score], ...]) entries."""
         rows = [(hashlib.sha256(f"{self.scope}\x00{q}".encode()).hexdigest(), self.scope, q,
                  np.asarray(v, dtype=np.float32).tobytes(), json.dumps(hits)) for q, v, hits in items]
-        conn = self._conn()
-        with conn:
-            conn.executemany("INSERT OR REPLACE INTO entries (key, scope, question, vec, hits) VALUES (?, ?, ?, ?, ?)",
-                             rows)
+        self._write("INSERT OR REPLACE INTO entries (key, scope, question, vec, hits) VALUES (?, ?, ?, ?, ?)", rows)

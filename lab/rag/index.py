@@ -28,6 +28,7 @@ from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from llama_index.vector_stores.lancedb import LanceDBVectorStore
 
 from lab import faults
+from lab.caches import cache_fault
 from lab.config import ChunkerConfig, EmbeddingConfig, ExperimentConfig
 from lab.rag.chunkers import chunk
 from lab.rag.loaders import Corpus
@@ -108,8 +109,12 @@ class IndexHandle:
 
 @contextmanager
 def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(path, "a")
+    except OSError as exc:  # a read-only or full cache: say so before any work
+        raise cache_fault(path.parent, exc) from None
+    with fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -162,8 +167,10 @@ def _build(corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str, fi
         manifest = _write_table(tmp, nodes, corpus, cfg, embed_model, key)
         faults.point("index.before_rename")
         os.replace(tmp, final)
-    except BaseException:  # Ctrl-C, SIGTERM, a full disk: leave no half-written table behind
+    except BaseException as exc:  # Ctrl-C, SIGTERM, a full disk: leave no half-written table behind
         shutil.rmtree(tmp, ignore_errors=True)
+        if _disk_fault(exc):
+            raise cache_fault(final.parent, exc) from None
         raise
     t3 = time.perf_counter()
     timings = {"chunk_s": t1 - t0, "embed_s": t2 - t1, "write_s": t3 - t2}
@@ -193,6 +200,13 @@ def _write_table(tmp: Path, nodes: list, corpus: Corpus, cfg: ExperimentConfig, 
     return manifest
 
 
+def _disk_fault(exc: BaseException) -> bool:
+    """An OSError, or Lance's own error about the disk (it wraps ENOSPC and EROFS in its text)."""
+    text = str(exc).lower()
+    return isinstance(exc, OSError) or (isinstance(exc, Exception) and any(
+        w in text for w in ("no space left", "read-only file system", "disk quota", "permission denied")))
+
+
 #: The full-text index's settings; a change rebuilds it on next use.
 FTS_SETTINGS = {"column": "text", "base_tokenizer": "simple", "language": "English", "lower_case": True,
                 "stem": True, "remove_stop_words": True, "ascii_folding": True, "version": 1}
@@ -211,16 +225,22 @@ def ensure_fts(handle: IndexHandle, cache_root: Path) -> bool:
         manifest = json.loads((handle.path / MANIFEST).read_text())
         if manifest.get("fts") != FTS_SETTINGS:
             s = FTS_SETTINGS
-            with warnings.catch_warnings():  # "deprecated, use create_index": the sync table's
-                warnings.simplefilter("ignore")  # create_index takes vector indexes only
-                handle.index.vector_store.table.create_fts_index(
-                    s["column"], use_tantivy=False, replace=True, base_tokenizer=s["base_tokenizer"],
-                    language=s["language"], lower_case=s["lower_case"], stem=s["stem"],
-                    remove_stop_words=s["remove_stop_words"], ascii_folding=s["ascii_folding"])
-            manifest["fts"] = FTS_SETTINGS
             tmp = handle.path / f".{MANIFEST}.tmp-{os.getpid()}"
-            tmp.write_text(json.dumps(manifest, indent=2))
-            os.replace(tmp, handle.path / MANIFEST)
+            try:
+                with warnings.catch_warnings():  # "deprecated, use create_index": the sync table's
+                    warnings.simplefilter("ignore")  # create_index takes vector indexes only
+                    handle.index.vector_store.table.create_fts_index(
+                        s["column"], use_tantivy=False, replace=True, base_tokenizer=s["base_tokenizer"],
+                        language=s["language"], lower_case=s["lower_case"], stem=s["stem"],
+                        remove_stop_words=s["remove_stop_words"], ascii_folding=s["ascii_folding"])
+                manifest["fts"] = FTS_SETTINGS
+                tmp.write_text(json.dumps(manifest, indent=2))
+                os.replace(tmp, handle.path / MANIFEST)
+            except Exception as exc:  # the manifest still says "no BM25 index": the next run builds it
+                tmp.unlink(missing_ok=True)
+                if _disk_fault(exc):
+                    raise cache_fault(handle.path, exc) from None
+                raise
             log.info("built the full-text (BM25) index of %s", handle.key)
             built = True
         else:
