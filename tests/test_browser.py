@@ -137,3 +137,60 @@ def test_screenshots_are_real_pictures(chromium, tmp_path, pages):
     for p in shots:
         data = p.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+
+
+def test_a_report_of_10000_questions_stays_usable(chromium, tmp_path):
+    """10,000 questions: the page loads, filters, sorts and opens a question's details, each
+    checked for its result; the seconds each took are printed (speed lives in benches, not in
+    assertions)."""
+    import copy
+    import json
+    import time
+
+    from lab.report.html import render_run
+    from report_fixtures import _sample, results_for
+
+    n = 10_000
+    base = [_sample(i, 1.0 if i % 3 else 0.0, 4, "A") for i in range(15)]
+    samples = []
+    for i in range(n):
+        s = copy.deepcopy(base[1 + i % 14])
+        s["id"] = f"x{i:05d}"
+        s["question"] = f"What does policy {i} cover?"
+        s["metrics"]["mrr"] = round((i * 7919 % n) / n, 4)  # a permutation of 0 .. 0.9999
+        samples.append(s)
+    folder = tmp_path / "big" / "20261123-000000"
+    folder.mkdir(parents=True)
+    (folder / "results.json").write_text(json.dumps(results_for("big", "20261123-000000", samples)))
+    (folder / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    t0 = time.perf_counter()
+    page_file = render_run(folder)
+    rendered = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    page = Page(chromium, page_file)
+    page.wait_for_load_state("load")
+    loaded = time.perf_counter() - t0
+    assert page.locator("#q-count").inner_text() == f"{n} of {n} questions"
+    assert page.locator("#questions tr.qdetail td:not(:empty)").count() == 0  # no details built yet
+    t0 = time.perf_counter()
+    page.fill("#q-filters [name=text]", "policy 999")  # 999, 9990-9999
+    filtered = time.perf_counter() - t0
+    assert page.locator("#q-count").inner_text() == f"11 of {n} questions"
+    page.fill("#q-filters [name=text]", "")
+    t0 = time.perf_counter()
+    page.click("#questions th[data-key=mrr]")
+    sorted_s = time.perf_counter() - t0
+    first = page.eval_on_selector_all("#questions tr.qrow", "rows => rows.slice(0, 3).map(r => r.dataset.mrr)")
+    assert [float(x) for x in first] == [0.0, 0.0001, 0.0002]
+    page.locator("#questions tr.qrow").first.click()
+    assert "Reference answer:" in page.locator("#questions tr.qdetail").first.inner_text()
+    assert len(visible_ids(page)) == 500 and page.locator("#q-limit").inner_text() == "500"  # a page at a time
+    page.click("#q-more-button")
+    shown = page.eval_on_selector_all("#questions tr.qrow:not([hidden])", "rows => rows.map(r => Number(r.dataset.mrr))")
+    assert len(shown) == 1000 and shown == sorted(shown) and shown[-1] == 0.0999  # the next 500, in order
+    page.fill("#q-filters [name=text]", "policy 99")  # 99, 990-999, 9900-9999: 111 matches, one page
+    assert len(visible_ids(page)) == 111 and page.locator("#q-more").is_hidden()
+    assert page.errors == []
+    size = page_file.stat().st_size / 1e6
+    print(f"\n10,000 questions: page {size:.1f} MB rendered in {rendered:.1f} s; chromium load {loaded:.2f} s, "
+          f"filter {filtered:.2f} s, sort {sorted_s:.2f} s")

@@ -36,12 +36,21 @@ def test_run_report_shows_means_intervals_and_every_question(pair):
 
 
 def test_run_report_escapes_every_text(pair):
+    """In the page and in the questions' details (JSON in the page, inserted on first opening),
+    text from documents, questions and answers is HTML-escaped; the JSON cannot close its tag."""
+    import json
+    import re
+
     _, a, _ = pair
     html = render_run(a).read_text()
     assert "<script>window.__pwned" not in html and "<img src=x" not in html
-    assert "&lt;script&gt;window.__pwned = 1; document.title = &#34;pwned&#34;&lt;/script&gt;" in html
-    assert "&lt;img src=x onerror=&#34;window.__pwned = 3&#34;&gt; escaped?" in html
-    assert "&lt;script&gt;window.__pwned = 4&lt;/script&gt; An answer" in html
+    m = re.search(r'<script type="application/json" id="q-details"[^>]*>(.*?)</script>', html, re.S)
+    assert m and "<" not in m.group(1)  # tojson writes < as \u003c: no </script> inside
+    details = "".join(json.loads(m.group(1)))
+    assert "<script>window.__pwned" not in details and "<img src=x" not in details
+    assert "&lt;script&gt;window.__pwned = 1; document.title = &#34;pwned&#34;&lt;/script&gt;" in details
+    assert "&lt;img src=x onerror=&#34;window.__pwned = 3&#34;&gt; escaped?" in html  # a question, in its row
+    assert "&lt;script&gt;window.__pwned = 4&lt;/script&gt; An answer" in details
     assert "{{" not in html and "{%" not in html
     assert html.count("<script>") == 1  # the page's own table script, nothing else
 
