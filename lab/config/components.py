@@ -24,6 +24,13 @@ class LoaderConfig(Strict):
         "skipped and listed as skipped.")
 
 
+def _overlap_below_size(chunker: "RecursiveCharacterChunker | PageChunker") -> "RecursiveCharacterChunker | PageChunker":
+    """Character chunkers: the overlap must be smaller than the chunk (LangChain's rule)."""
+    if chunker.chunk_overlap >= chunker.chunk_size:
+        raise ValueError(f"chunk_overlap ({chunker.chunk_overlap}) must be smaller than chunk_size ({chunker.chunk_size})")
+    return chunker
+
+
 class RecursiveCharacterChunker(Strict):
     """LangChain's RecursiveCharacterTextSplitter: sizes in characters."""
 
@@ -32,13 +39,7 @@ class RecursiveCharacterChunker(Strict):
     chunk_overlap: int = Field(200, ge=0)
     separators: list[str] | None = None
 
-    @model_validator(mode="after")
-    def _overlap_below_size(self) -> "RecursiveCharacterChunker":
-        if self.chunk_overlap >= self.chunk_size:
-            raise ValueError(
-                f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size ({self.chunk_size})"
-            )
-        return self
+    _overlap_below_size = model_validator(mode="after")(lambda self: _overlap_below_size(self))
 
 
 class SemanticChunker(Strict):
@@ -72,13 +73,7 @@ class PageChunker(Strict):
     chunk_size: int = Field(1000, gt=0, description="For documents without pages.")
     chunk_overlap: int = Field(200, ge=0, description="For documents without pages.")
 
-    @model_validator(mode="after")
-    def _overlap_below_size(self) -> "PageChunker":
-        if self.chunk_overlap >= self.chunk_size:
-            raise ValueError(
-                f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size ({self.chunk_size})"
-            )
-        return self
+    _overlap_below_size = model_validator(mode="after")(lambda self: _overlap_below_size(self))
 
 
 ChunkerConfig = Annotated[

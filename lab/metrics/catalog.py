@@ -131,31 +131,21 @@ def _kind(name: str) -> str:
     return "ragas" if name.startswith("ragas_") else "size"
 
 
+#: How each kind of metric shows a value and a difference.
+FORMATS = {
+    "score": (lambda v: f"{v:.2f}", lambda d: f"{d:+.2f}"),  # 3.17, +0.25
+    "ragas": (lambda v: f"{v:.3f}", lambda d: f"{d:+.4f}"),  # 0.912, +0.0100
+    "percent": (lambda v: f"{100 * v:.1f}%", lambda d: f"{100 * d:+.1f} pt"),  # 82.8%, -5.2 pt
+    "share": (lambda v: f"{v:.4f}", lambda d: f"{d:+.4f}"),  # 0.7278, +0.0439
+    "size": (lambda v: f"{v:,.0f}", lambda d: f"{d:+,.0f}"),  # 2,991, +310
+}
+
+
 def fmt(name: str, value: float | None) -> str:
-    """A value as tables show it: 0.7278, 82.8%, 3.17, 0.912, 2,991."""
-    if value is None:
-        return "-"
-    kind = _kind(name)
-    if kind == "score":
-        return f"{value:.2f}"
-    if kind == "ragas":
-        return f"{value:.3f}"
-    if kind == "percent":
-        return f"{100 * value:.1f}%"
-    if kind == "share":
-        return f"{value:.4f}"
-    return f"{value:,.0f}"
+    """A value as tables show it (see :data:`FORMATS`)."""
+    return "-" if value is None else FORMATS[_kind(name)][0](value)
 
 
 def fmt_delta(name: str, delta: float | None) -> str:
-    """A difference as comparisons show it: +0.0439, -5.2 pt, +0.25, +310."""
-    if delta is None:
-        return "-"
-    kind = _kind(name)
-    if kind == "percent":
-        return f"{100 * delta:+.1f} pt"
-    if kind == "score":
-        return f"{delta:+.2f}"
-    if kind in ("share", "ragas"):
-        return f"{delta:+.4f}"
-    return f"{delta:+,.0f}"
+    """A difference as comparisons show it (see :data:`FORMATS`)."""
+    return "-" if delta is None else FORMATS[_kind(name)][1](delta)
