@@ -28,7 +28,7 @@ from lab.progress import Ticker
 log = logging.getLogger(__name__)
 
 #: Batches per slice of an embedding request: the unit of progress and of commits to the cache.
-SLICE_BATCHES = 32
+SLICE_BATCHES = 8
 
 
 class LabEmbedding(BaseEmbedding):
