@@ -95,9 +95,10 @@ def main() -> int:
 
     cfg = load_experiment(name, root / "experiments")
     plans = resolve_models(cfg, root)
-    judge_plan = resolve_judge(cfg.judge, root)
-    if plans.generation is None or judge_plan is None:
+    judge = resolve_judge(cfg.judge, root)  # config, LLM plan and prompt, as the evaluator resolves them
+    if plans.generation is None or judge is None:
         raise SystemExit(f"experiment {name!r} needs a generation and a judge section")
+    judge_plan = judge.llm
     for plan in (plans.generation, judge_plan):
         if plan.cfg.backend != "llama_cpp":
             raise SystemExit(f"experiment {name!r}: {plan.role} uses {plan.cfg.backend!r}, not llama_cpp")
@@ -115,11 +116,11 @@ def main() -> int:
         gen_backend, judge_backend = Recording(plans.generation), Recording(judge_plan)
         gen_backend._load(), judge_backend._load()
         pipe.synthesizer.lab_llm = LabLLM(plans.generation, cache, gen_backend)
-        judge = LabLLM(judge_plan, cache, judge_backend)
+        judge_llm = LabLLM(judge_plan, cache, judge_backend)
         t0 = time.perf_counter()
         answer_stage(samples, finals, pipe.synthesizer, timer, False)
         t1 = time.perf_counter()
-        judge_stage(samples, judge, cfg.judge, cfg.sample.seed, timer, False)
+        judge_stage(samples, judge_llm, judge, cfg.sample.seed, timer, False)
         t2 = time.perf_counter()
 
     def raw_llm(plan):
