@@ -33,10 +33,12 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("LANCEDB_LOG", "error")  # before lancedb loads: no "No existing dataset" warnings
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lab.caches import CallCache  # noqa: E402
+from lab.progress import setup_logging  # noqa: E402
 from lab.config import load_experiment  # noqa: E402
 from lab.eval.evalset import load_eval_set, stratified_sample  # noqa: E402
 from lab.eval.judge import resolve_judge  # noqa: E402
@@ -83,6 +85,7 @@ def main() -> int:
     ap.add_argument("--smoke", action="store_true",
                     help="SmolLM2 on 2 questions of the test fixture, temporary cache, checks only")
     args = ap.parse_args()
+    setup_logging(False)  # the CLI's logging: expected library warnings filtered, lab lines kept
     if args.smoke:
         root, name, n_questions = FIXTURES, args.experiment or "small", args.n or 2
     else:

@@ -32,11 +32,13 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("LANCEDB_LOG", "error")  # before lancedb loads: no "No existing dataset" warnings
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from lab.progress import setup_logging  # noqa: E402
 from lab.config import load_experiment, retrieval_only  # noqa: E402
 from lab.eval.evalset import load_eval_set  # noqa: E402
 from lab.metrics.retrieval import question_scores  # noqa: E402
@@ -77,6 +79,7 @@ def main() -> int:
     ap.add_argument("--smoke", action="store_true",
                     help="tiny run on the test fixture: checks only, writes nothing (a few seconds)")
     args = ap.parse_args()
+    setup_logging(False)  # the CLI's logging: expected library warnings filtered, lab lines kept
     if args.smoke:
         experiments, base, semantic = FIXTURES / "experiments", "small-retrieval", "small-semantic"
         kb, eval_path = args.kb or FIXTURES / "kb", args.eval or FIXTURES / "eval.jsonl"
