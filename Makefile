@@ -156,8 +156,9 @@ test-py313: $(STAMP313) ## the fast tests on Python 3.13 in .venv313 (not slow, 
 screenshots: $(STAMP) browser ## PNGs of the latest report of NAME and of the comparison of NAMES into docs/
 	$(PY) tests/pages.py --run $(NAME) --compare $(NAMES)
 
-bench: $(STAMP) ## index/retrieval/splitter speed as ratios over the raw libraries
+bench: $(STAMP) ## index/retrieval/splitter speed as ratios over the raw libraries; chunking time against size
 	$(PY) bench/run.py
+	$(PY) bench/chunking.py
 
 clean-venv: ## remove .venv (the next target recreates it)
 	rm -rf $(VENV)

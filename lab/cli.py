@@ -19,6 +19,7 @@ from lab.errors import LabError
 from lab.metrics import catalog
 from lab.paths import cache_dir, follow_latest, resolve_run
 from lab.progress import setup_logging
+from lab.report.compare import default_folder, load_runs, paired_lines, render_compare, table, warnings
 from lab.report.html import load_run, render_run
 from lab.report.terminal import summary_lines
 
@@ -302,7 +303,6 @@ def _print_answer(response, startup: float) -> None:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from lab.report.compare import default_folder, load_runs, paired_lines, render_compare, table, warnings
 
     runs = load_runs(args.runs, args.reports)
     print("\n".join(table([r.results for r in runs])))

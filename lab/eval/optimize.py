@@ -22,7 +22,7 @@ from typing import Any
 
 import optuna
 
-from lab.config import load_experiment, merge, retrieval_only, set_path
+from lab.config import ExperimentConfig, load_experiment, merge, retrieval_only, set_path
 from lab.errors import ConfigError
 from lab.eval.evalset import EvalRow, load_eval_set, stratified_sample
 from lab.eval.runner import RunOptions
@@ -83,7 +83,7 @@ def run_optimize(name: str, experiments_dir: Path, ranges: list[Range], base_ove
     folder.mkdir(parents=True, exist_ok=True)
     _write_rows(folder / "dev.jsonl", dev)
     _write_rows(folder / "held-out.jsonl", held)
-    def config(values: dict, split: str, label: str) -> Any:
+    def config(values: dict, split: str, label: str) -> ExperimentConfig:
         overrides = retrieval_only(merge(base_overrides, {"data": {"eval_set": str((folder / f"{split}.jsonl").resolve())},
                                                           "sample": {"limit": None}}))
         for r in ranges:
@@ -92,7 +92,7 @@ def run_optimize(name: str, experiments_dir: Path, ranges: list[Range], base_ove
         cfg = load_experiment(name, experiments_dir, overrides)
         return cfg.model_copy(update={"name": f"{name}[{label}]"})
 
-    def evaluate(cfg: Any) -> dict:
+    def evaluate(cfg: ExperimentConfig) -> dict:
         return run_point(cfg, opts, folder / "runs", False)
 
     points: list[dict] = []

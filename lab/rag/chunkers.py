@@ -17,7 +17,7 @@ from llama_index.core.node_parser import NodeParser, SemanticSplitterNodeParser
 from llama_index.core.node_parser.node_utils import build_nodes_from_splits
 from llama_index.core.schema import BaseNode
 
-from lab.config import ChunkerConfig
+from lab.config import ChunkerConfig, FixedTokenChunker, PageChunker, RecursiveCharacterChunker, SemanticChunker
 from lab.errors import DataError
 from lab.rag.loaders import Corpus, pages_of
 from lab.rag.tokens import encoding
@@ -91,7 +91,7 @@ class RecursiveCharacterNodeParser(NodeParser):
 
 
 @CHUNKERS.register("recursive_character")
-def _recursive(cfg: Any, embed_model: Any) -> NodeParser:
+def _recursive(cfg: RecursiveCharacterChunker, embed_model: Any) -> NodeParser:
     return RecursiveCharacterNodeParser(
         chunk_size=cfg.chunk_size,
         chunk_overlap=cfg.chunk_overlap,
@@ -142,7 +142,7 @@ def token_windows(text: str, size: int, overlap: int, encoding_name: str = "cl10
 
 
 @CHUNKERS.register("fixed_token")
-def _fixed_token(cfg: Any, embed_model: Any) -> NodeParser:
+def _fixed_token(cfg: FixedTokenChunker, embed_model: Any) -> NodeParser:
     return FixedTokenNodeParser(chunk_tokens=cfg.chunk_tokens, overlap_tokens=cfg.overlap_tokens,
                                 encoding=cfg.encoding, id_func=stable_id, include_prev_next_rel=False)
 
@@ -167,7 +167,7 @@ class PageNodeParser(NodeParser):
 
 
 @CHUNKERS.register("page")
-def _page(cfg: Any, embed_model: Any) -> NodeParser:
+def _page(cfg: PageChunker, embed_model: Any) -> NodeParser:
     return PageNodeParser(chunk_size=cfg.chunk_size, chunk_overlap=cfg.chunk_overlap, id_func=stable_id,
                           include_prev_next_rel=False)
 
@@ -207,7 +207,7 @@ class BatchedSemanticSplitter(SemanticSplitterNodeParser):
 
 
 @CHUNKERS.register("semantic")
-def _semantic(cfg: Any, embed_model: Any) -> NodeParser:
+def _semantic(cfg: SemanticChunker, embed_model: Any) -> NodeParser:
     return BatchedSemanticSplitter.from_defaults(
         embed_model=embed_model,
         buffer_size=cfg.buffer_size,

@@ -72,6 +72,24 @@ def test_a_byte_order_mark_is_dropped_so_spans_keep_their_offsets(project):
     assert results["metrics"]["overall"]["span_recall"]["n"] == len(with_spans)
 
 
+def test_a_decomposed_keyword_finds_a_composed_document(project):
+    """A keyword typed with combining accents (NFD) is found in a document written with composed
+    characters (NFC): the question's MRR is the same as with the keyword typed in NFC."""
+    import unicodedata
+
+    dish = "Crème brûlée"
+    (project / "kb" / "products" / "menu.md").write_text(
+        "# Canteen\n\nThe canteen serves " + unicodedata.normalize("NFC", dish) + " on Fridays.\n")
+    row = {"id": "nfc", "question": "Which dessert does the canteen serve on Fridays?",
+           "reference_answer": dish, "category": "direct_fact"}
+    scores = {}
+    for form in ("NFC", "NFD"):
+        (project / "eval.jsonl").write_text(json.dumps({**row, "keywords": [unicodedata.normalize(form, dish)]}) + "\n")
+        _, samples = run(project)
+        scores[form] = samples[0]["metrics"]["mrr"]
+    assert scores["NFD"] == scores["NFC"] > 0
+
+
 def test_span_sources_spelled_otherwise_are_the_same_document(project):
     rows = [json.loads(line) for line in (project / "eval.jsonl").read_text().splitlines() if line]
     plain = run(project)[1]
