@@ -36,3 +36,13 @@ def load(run: Path) -> tuple[dict, list[dict]]:
     results = json.loads((run / "results.json").read_text())
     samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
     return results, samples
+
+
+def page_text(report: Path) -> str:
+    """A run page's HTML with its questions' details (JSON in the page, shown on opening) appended,
+    as the reader sees them once opened: escaped HTML."""
+    import re
+
+    html = report.read_text(encoding="utf-8")
+    m = re.search(r'<script type="application/json" id="q-details"[^>]*>(.*?)</script>', html, re.S)
+    return html + ("".join(json.loads(m.group(1))) if m else "")

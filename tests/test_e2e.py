@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from runs import lab, latest, load
+from runs import lab, latest, load, page_text
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +49,7 @@ def test_run_writes_results_samples_and_report(project):
     assert f2["metrics"]["span_precision"] == pytest.approx(18 / retrieved_chars)
     assert f2["metrics"]["span_iou"] == pytest.approx(18 / (retrieved_chars + 18 - 18))
     assert results["metrics"]["overall"]["span_iou"]["n"] == 1 and "span_iou" not in samples[0]["metrics"]
-    html = (run / "report.html").read_text()
+    html = page_text(run / "report.html")
     assert "How much does the Ember 90 cost?" in html
     assert '&lt;script&gt;alert(&#34;kb&#34;)&lt;/script&gt;' in html and '<script>alert("kb")' not in html
     assert (run / "config.yaml").read_text().startswith("schema_version: 1\nname: small-retrieval\n")
