@@ -24,22 +24,25 @@ class LoaderConfig(Strict):
         "skipped and listed as skipped.")
 
 
-def _overlap_below_size(chunker: "RecursiveCharacterChunker | PageChunker") -> "RecursiveCharacterChunker | PageChunker":
-    """Character chunkers: the overlap must be smaller than the chunk (LangChain's rule)."""
-    if chunker.chunk_overlap >= chunker.chunk_size:
-        raise ValueError(f"chunk_overlap ({chunker.chunk_overlap}) must be smaller than chunk_size ({chunker.chunk_size})")
-    return chunker
+class _CharacterChunker(Strict):
+    """Chunkers sized in characters (their ``chunk_size`` and ``chunk_overlap`` fields): the overlap
+    must be smaller than the chunk (LangChain's rule)."""
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> "_CharacterChunker":
+        size, overlap = getattr(self, "chunk_size"), getattr(self, "chunk_overlap")
+        if overlap >= size:
+            raise ValueError(f"chunk_overlap ({overlap}) must be smaller than chunk_size ({size})")
+        return self
 
 
-class RecursiveCharacterChunker(Strict):
+class RecursiveCharacterChunker(_CharacterChunker):
     """LangChain's RecursiveCharacterTextSplitter: sizes in characters."""
 
     name: Literal["recursive_character"]
     chunk_size: int = Field(1000, gt=0)
     chunk_overlap: int = Field(200, ge=0)
     separators: list[str] | None = None
-
-    _overlap_below_size = model_validator(mode="after")(lambda self: _overlap_below_size(self))
 
 
 class SemanticChunker(Strict):
@@ -66,14 +69,12 @@ class FixedTokenChunker(Strict):
         return self
 
 
-class PageChunker(Strict):
+class PageChunker(_CharacterChunker):
     """One chunk per PDF page; other documents by the recursive character splitter."""
 
     name: Literal["page"]
     chunk_size: int = Field(1000, gt=0, description="For documents without pages.")
     chunk_overlap: int = Field(200, ge=0, description="For documents without pages.")
-
-    _overlap_below_size = model_validator(mode="after")(lambda self: _overlap_below_size(self))
 
 
 ChunkerConfig = Annotated[
