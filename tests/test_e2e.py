@@ -205,3 +205,25 @@ def test_query_caches_count_hits_and_serve_the_same_retrieval(project):
     assert all(s["semantic_cache"] == {"hit": True, "of": s["question"], "similarity": 1.0} for s in s2)
     assert [[c["id"] for c in s["retrieved"]] for s in s2] == [[c["id"] for c in s["retrieved"]] for s in s1]
     assert r2["metrics"] == r1["metrics"]
+
+
+def test_rows_without_keywords_are_not_scored_on_keywords(project):
+    """A row with golden spans and no keywords: MRR, nDCG and coverage are n/a for it (left out
+    of the means, with the reason in results and on the page), and its span metrics count."""
+    import json
+
+    rows = [json.loads(line) for line in (project / "eval.jsonl").read_text().splitlines()]
+    f2 = next(r for r in rows if r["id"] == "f2")
+    del f2["keywords"]
+    (project / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    p = lab(project, "run", "small-retrieval")
+    assert p.returncode == 0, p.stderr
+    run = latest(project, "small-retrieval")
+    results, samples = load(run)
+    s2 = next(s for s in samples if s["id"] == "f2")
+    assert s2["keywords"] == [] and s2["keyword_ranks"] == {}
+    assert s2["metrics"]["mrr"] is None and s2["metrics"]["span_recall"] is not None
+    others = [s["metrics"]["mrr"] for s in samples if s["id"] != "f2"]
+    assert results["metrics"]["overall"]["mrr"] == {"mean": pytest.approx(sum(others) / 5), "n": 5}
+    assert results["not_scored"]["mrr"] == {"n": 1, "why": "no keywords in the eval row", "ids": ["f2"]}
+    assert "MRR is n/a for 1 question (no keywords in the eval row)" in page_text(run / "report.html")

@@ -125,3 +125,17 @@ def test_span_content_matches_in_nfc_and_sources_are_normalised(tmp_path):
     es = load_eval_set(path, ["direct_fact"])
     assert es.rows[0].references[0].source == "menu/desserts.md"
     assert check_references(es, {"menu/desserts.md": doc}) == 0
+
+
+def test_keywords_are_optional_with_references_or_labels(tmp_path):
+    ref = {"source": "a.md", "content": "abc", "start_index": 0, "end_index": 3}
+    rows = [{"id": "s", "question": "q?", "reference_answer": "a", "category": "direct_fact", "references": [ref]},
+            {"id": "l", "question": "q2?", "reference_answer": "a", "category": "direct_fact"}]
+    path = write_rows(tmp_path / "e.jsonl", rows)
+    assert [r.keywords for r in load_eval_set(path, None, labelled=["l"]).rows] == [None, None]
+    with pytest.raises(DataError, match=r"line 2: field 'keywords': missing") as err:
+        load_eval_set(path, None)
+    assert "golden spans in 'references'" in err.value.hint
+    path = write_rows(tmp_path / "f.jsonl", [{**rows[0], "keywords": []}])
+    with pytest.raises(DataError, match="field 'keywords': .*an empty list"):
+        load_eval_set(path, None)

@@ -1,5 +1,7 @@
 """Eval sets: JSONL rows ``{question, keywords, reference_answer, category}`` plus optional
-``id`` and ``references`` (golden evidence spans). Errors name the file, line and field.
+``id`` and ``references`` (golden evidence spans). ``keywords`` may be left out of a row that
+has ``references`` (or labelled chunk ids, ``data.labels``): the keyword metrics are then n/a
+for it, with the reason in results, never 0. Errors name the file, line and field.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class EvalRow(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str | None = None
     question: str = Field(min_length=1)
-    keywords: list[str] = Field(min_length=1)
+    keywords: list[str] | None = None
     reference_answer: str
     category: str = Field(min_length=1)
     references: list[Reference] | None = None
@@ -63,7 +65,12 @@ class EvalRow(BaseModel):
 
     @field_validator("keywords")
     @classmethod
-    def _non_empty(cls, value: list[str]) -> list[str]:
+    def _non_empty(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        if not value:
+            raise ValueError("an empty list: give at least one keyword, or leave the field out of a row "
+                             "with references")
         for i, kw in enumerate(value):
             if not kw.strip():
                 raise ValueError(f"keyword {i} is empty")
@@ -82,7 +89,9 @@ class EvalSet:
         return len(self.rows) < self.n_total
 
 
-def load_eval_set(path: Path, categories: Sequence[str]) -> EvalSet:
+def load_eval_set(path: Path, categories: Sequence[str] | None, labelled: Sequence[str] = ()) -> EvalSet:
+    """Read and check an eval set. ``categories``: the declared ones (None: any); ``labelled``:
+    ids with labelled chunk ids, which may leave out ``keywords`` like rows with references."""
     if not path.is_file():
         raise DataError(f"eval set {path} does not exist", hint="check data.eval_set or EVAL=")
     raw = path.read_bytes()
@@ -120,7 +129,7 @@ def load_eval_set(path: Path, categories: Sequence[str]) -> EvalSet:
                             hint="a row is {\"question\": ..., \"keywords\": [at least one], "
                                  "\"reference_answer\": ..., \"category\": ...} with optional id and "
                                  "references; see eval_sets/company.jsonl") from None
-        if row.category not in categories:
+        if categories is not None and row.category not in categories:
             raise DataError(
                 f"{path} line {lineno}: field 'category': {row.category!r} is not a declared category",
                 hint=f"use one of {', '.join(categories)}, or declare it in data.categories",
@@ -132,6 +141,10 @@ def load_eval_set(path: Path, categories: Sequence[str]) -> EvalSet:
                 hint="give every question a unique id",
             )
         seen[row.id] = lineno
+        if row.keywords is None and not row.references and row.id not in labelled:
+            raise DataError(f"{path} line {lineno}: field 'keywords': missing",
+                            hint="give keywords (words a retrieved chunk must hold), or golden spans in "
+                                 "'references', or label the row's chunk ids in data.labels")
         row._line = lineno
         rows.append(row)
     if not rows:

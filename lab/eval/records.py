@@ -112,7 +112,8 @@ class Results(TypedDict, total=False):
     """A run's aggregates and provenance. Always: schema_version, name, run_id, created_at,
     description, config, config_fingerprint, sample, data, index, models, metrics, counters,
     llm_usage, cost_usd, timings, environment. The rest when the stage ran: guardrail,
-    rerank_activation, labels, answers, judge, calibration, ragas."""
+    rerank_activation, labels, answers, judge, calibration, ragas; not_scored when a metric is
+    n/a for some questions ({metric: {n, why, ids}})."""
 
     schema_version: int
     name: str
@@ -133,6 +134,7 @@ class Results(TypedDict, total=False):
     judge: dict
     calibration: dict | None
     ragas: dict
+    not_scored: dict
     counters: dict[str, int]
     llm_usage: dict[str, dict]
     cost_usd: float | None

@@ -19,7 +19,8 @@ from lab.eval.records import RESULTS_SCHEMA, Results, Sample, environment, write
 from lab.eval.stages import Timer, answer_stage, judge_stage, ragas_stage, retrieve_stage
 from lab.metrics import catalog
 from lab.metrics.aggregate import by_category, mean_table
-from lab.metrics.labels import load_labels
+from lab.metrics.labels import labelled_ids, load_labels
+from lab.metrics.retrieval import KEYWORD_METRICS
 from lab.models.llm import build_llm
 from lab.paths import project_path
 from lab.rag.index import IndexHandle, table_ids
@@ -45,13 +46,14 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     plans = resolve_models(cfg, opts.project_root)
     judge = resolve_judge(cfg.judge, opts.project_root)
     eval_path = project_path(opts.project_root, cfg.data.eval_set)
-    eval_set = load_eval_set(eval_path, cfg.data.categories)
+    label_path = project_path(opts.project_root, cfg.data.labels) if cfg.data.labels else None
+    eval_set = load_eval_set(eval_path, cfg.data.categories, labelled_ids(label_path) if label_path else ())
     rows = eval_set.rows
     if cfg.sample.limit:
         rows = stratified_sample(rows, cfg.sample.limit, cfg.sample.seed)
     labels = None
     if cfg.data.labels:
-        labels = load_labels(project_path(opts.project_root, cfg.data.labels), [r.id for r in eval_set.rows])
+        labels = load_labels(label_path, [r.id for r in eval_set.rows])
 
     t_load = time.perf_counter()
     corpus = load_corpus(cfg, opts.project_root)
@@ -78,6 +80,10 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     # --- answer, judge ------------------------------------------------------------------------------
     judge_llm = None
     metric_names = list(catalog.names(group="retrieval"))
+    no_keywords = [s["id"] for s in samples if not s["keywords"]]
+    if no_keywords:  # the reason beside the n/a, in results and reports
+        extra["not_scored"] = {m: {"n": len(no_keywords), "why": "no keywords in the eval row",
+                                   "ids": no_keywords} for m in KEYWORD_METRICS}
     if any(s.get("references") for s in samples):  # eval rows with golden spans
         metric_names += catalog.names(group="spans")
     if labels is not None:

@@ -20,7 +20,7 @@ from lab.eval.judge import DIMENSIONS, JudgePlan, judge_questions
 from lab.eval.ragas import evaluate_ragas
 from lab.eval.records import Sample, retrieved_record
 from lab.metrics.labels import label_scores
-from lab.metrics.retrieval import question_scores
+from lab.metrics.retrieval import KEYWORD_METRICS, question_scores
 from lab.metrics.spans import span_scores
 from lab.models.llm import LabLLM, as_llamaindex_llm
 from lab.progress import progress, run_all
@@ -85,7 +85,10 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
             timer["rerank_s"] = timer.get("rerank_s", 0.0) + ranked.rerank_s
         first_rank = {n.node.node_id: (i + 1, n.score) for i, n in enumerate(first)}
         texts = [n.node.get_content() for n in final]
-        scores = question_scores(row.keywords, texts, cfg.metrics.k)
+        if row.keywords:
+            scores = question_scores(row.keywords, texts, cfg.metrics.k)
+        else:  # a row with spans or labels alone: the keyword metrics are n/a, not 0
+            scores = {name: None for name in KEYWORD_METRICS} | {"keyword_ranks": {}}
         ranks = scores.pop("keyword_ranks")
         scores["context_chars"] = sum(len(t) for t in texts)
         span_chars = None
@@ -102,7 +105,7 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
             id=row.id,
             question=row.question,
             category=row.category,
-            keywords=row.keywords,
+            keywords=row.keywords or [],
             reference_answer=row.reference_answer,
             keyword_ranks=ranks,
             metrics=scores,

@@ -15,6 +15,15 @@ from typing import Sequence
 from lab.errors import DataError
 
 
+def labelled_ids(path: Path) -> list[str]:
+    """The question ids a labels file names (first column), read before the eval set is checked:
+    a labelled row may leave out its keywords. Errors are left to :func:`load_labels`."""
+    if not path.is_file():
+        return []
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        return [row[0].strip() for row in csv.reader(fh) if row][1:]
+
+
 def load_labels(path: Path, question_ids: Sequence[str]) -> dict[str, list[str]]:
     if not path.is_file():
         raise DataError(f"labels file {path} does not exist", hint="check data.labels in the config")

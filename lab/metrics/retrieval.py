@@ -56,13 +56,17 @@ def keyword_ndcg(keyword: str, texts: Sequence[str], k: int) -> float:
     return dcg(rels, k) / ideal if ideal > 0 else 0.0
 
 
+#: The metrics computed from a question's keywords (n/a for a row that has none).
+KEYWORD_METRICS = ("mrr", "ndcg", "coverage")
+
+
 def question_scores(keywords: Sequence[str], texts: Sequence[str], k: int) -> dict:
     """MRR, nDCG@k and coverage of one question, each averaged over its keywords.
 
     - ``mrr``: mean over keywords of :func:`keyword_rr`;
     - ``ndcg``: mean over keywords of :func:`keyword_ndcg` at ``k``;
     - ``coverage``: share of keywords found in any retrieved text (0..1; reports show percent).
-    A question without keywords scores 0.0 on all three (the eval-set loader rejects those).
+    A question without keywords scores 0.0 on all three (the evaluator reports such rows as n/a).
     """
     if not keywords:
         return {"mrr": 0.0, "ndcg": 0.0, "coverage": 0.0, "keyword_ranks": {}}

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lab.cli import data
 from lab.config import dump_yaml, load_experiment, retrieval_only
 from lab.config.load import describe
 from lab.errors import LabError
@@ -165,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--history-turns", type=int, default=3, metavar="N",
                      help="conversation turns kept as history (default: 3)")
     _common(ask)
+    data.add_parsers(sub, _common)
     return parser
 
 
@@ -354,7 +356,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "ask": cmd_ask, "compare": cmd_compare, "show": cmd_show, "sweep": cmd_sweep, "optimize": cmd_optimize, "list": cmd_list, "validate": cmd_validate, "report": cmd_report, "models": cmd_models}
+COMMANDS = {"run": cmd_run, "ask": cmd_ask, "compare": cmd_compare, "show": cmd_show, "sweep": cmd_sweep,
+            "optimize": cmd_optimize, "list": cmd_list, "validate": cmd_validate, "report": cmd_report,
+            "models": cmd_models, **data.COMMANDS}
 
 
 def main(argv: list[str] | None = None) -> int:

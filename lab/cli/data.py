@@ -1,0 +1,246 @@
+"""The eval-set verbs: ``lab generate``, ``lab audit``, ``lab import``, ``lab export``.
+
+They build models and read knowledge bases inside their handlers (see the top of
+:mod:`lab.cli`): parsing ``lab --help`` imports none of torch, LanceDB or LlamaIndex.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lab.config import EmbeddingConfig, ExperimentConfig, LLMConfig, LoaderConfig, load_experiment
+from lab.errors import ConfigError, DataError
+from lab.paths import cache_dir, resolve_run, write_atomic
+
+if TYPE_CHECKING:
+    from lab.rag.loaders import Corpus
+
+ALL_FORMATS = [".md", ".txt", ".pdf", ".docx", ".html"]
+IMPORT_KINDS = ("ragas", "beir", "csv")
+
+
+def add_parsers(sub: Any, common: Any) -> None:
+    gen = sub.add_parser(
+        "generate", help="write an eval set from a folder of documents (excerpt-grounded questions)",
+        description="Ask an LLM (the local Qwen2.5-Coder-1.5B by default) for questions grounded in verbatim "
+                    "excerpts of the documents under --kb; every excerpt becomes a golden span, and every "
+                    "rejected candidate is counted in OUT's sidecar, <name>.gen.json. Calls are cached: an "
+                    "interrupted run resumes where it stopped.",
+        epilog="example: lab generate --kb ~/docs --out eval_sets/docs.jsonl --n 150",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    gen.add_argument("--kb", type=Path, required=True, help="knowledge-base folder")
+    gen.add_argument("--out", type=Path, required=True, help="eval set to write (JSONL)")
+    gen.add_argument("--n", type=int, default=150, help="questions wanted (default: 150)")
+    gen.add_argument("--seed", type=int, default=0, help="seed of the document order (default: 0)")
+    gen.add_argument("--mix", help="category shares, e.g. direct_fact=0.5,numerical=0.25,spanning=0.25 "
+                                   "(default: close to InsureLLM's)")
+    gen.add_argument("--max-candidates", type=int, help="stop after this many LLM candidates (default: 3 n)")
+    gen.add_argument("--config", metavar="NAME", help="take loader, embedding model and LLM (generation.llm) "
+                                                     "from experiments/NAME.yaml, e.g. for OpenAI or a server")
+    gen.add_argument("--llm", metavar="MODEL", help="local GGUF model name or path (default: "
+                                                    "qwen2.5-coder-1.5b-instruct)")
+    gen.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
+    _shared(gen, common)
+
+    aud = sub.add_parser(
+        "audit", help="check an eval set: duplicates, coverage, spans, keywords, support, power",
+        description="Find what makes an eval set measure less than it seems: duplicate questions, documents no "
+                    "question touches, spans that do not match their document, keywords that favour BM25 or "
+                    "match everything, reference answers their spans do not support (--check, an LLM call "
+                    "per row) and, with --run, the smallest MRR difference each category can detect.",
+        epilog="example: lab audit eval_sets/docs.jsonl --kb ~/docs --run reports/turn13/latest",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    aud.add_argument("eval_set", type=Path, metavar="EVAL_SET")
+    aud.add_argument("--kb", type=Path, required=True, help="knowledge-base folder the set is about")
+    aud.add_argument("--run", help="a run of this eval set: a run folder or an experiment NAME (its latest run), "
+                                   "for the power figures")
+    aud.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
+    aud.add_argument("--check", action="store_true", help="ask the LLM whether each reference answer is "
+                                                          "supported by its spans")
+    aud.add_argument("--html", type=Path, help="page to write (default: EVAL_SET with .audit.html)")
+    aud.add_argument("--config", metavar="NAME", help="loader, embedding model and LLM from experiments/NAME.yaml")
+    _shared(aud, common)
+
+    imp = sub.add_parser(
+        "import", help="bring an eval set from ragas, BEIR or CSV",
+        description="Convert a ragas dataset (JSONL: user_input, reference, reference_contexts), a BEIR folder "
+                    "(corpus.jsonl, queries.jsonl, qrels/test.tsv) or a CSV (question, reference_answer, "
+                    "keywords, category) into the lab's eval-set JSONL. Nothing is written when the input has "
+                    "an error.",
+        epilog="example: lab import ragas testset.jsonl --kb ~/docs --out eval_sets/ragas.jsonl")
+    imp.add_argument("kind", choices=IMPORT_KINDS)
+    imp.add_argument("source", type=Path, metavar="PATH")
+    imp.add_argument("--out", type=Path, required=True)
+    imp.add_argument("--kb", type=Path, help="ragas: the documents its reference_contexts come from (they become spans)")
+    imp.add_argument("--kb-out", type=Path, help="beir: write the corpus here as a knowledge base")
+    imp.add_argument("--category", default="direct_fact", help="category of rows that name none")
+    imp.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
+
+    exp = sub.add_parser("export", help="write an eval set in ragas' EvaluationDataset format",
+                         epilog="example: lab export eval_sets/company.jsonl --out company.ragas.jsonl")
+    exp.add_argument("eval_set", type=Path, metavar="EVAL_SET")
+    exp.add_argument("--out", type=Path, required=True)
+
+
+def _shared(p: argparse.ArgumentParser, common: Any) -> None:
+    p.add_argument("--cache", type=Path, help="cache folder (default: $LAB_CACHE or ~/.cache/lab)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (progress lines are logged instead)")
+    common(p)
+
+
+def _settings(args: argparse.Namespace) -> tuple[LoaderConfig, EmbeddingConfig, LLMConfig]:
+    """Loader, embedding model and LLM: from --config, else every format, MiniLM and the local Qwen."""
+    if args.config:
+        cfg: ExperimentConfig = load_experiment(args.config, args.experiments)
+        llm = cfg.generation.llm if cfg.generation else cfg.judge.llm if cfg.judge else LLMConfig()
+        loader, embedding = cfg.loader, cfg.embedding
+    else:
+        loader, embedding, llm = LoaderConfig(extensions=ALL_FORMATS), EmbeddingConfig(), LLMConfig()
+    if getattr(args, "llm", None):
+        llm = llm.model_copy(update={"model": args.llm})
+    return loader, embedding, llm
+
+
+def _corpus(kb: Path, loader: LoaderConfig) -> "Corpus":
+    from lab.rag.loaders import load_folder  # heavy (see lab.cli)
+
+    corpus = load_folder(kb.expanduser(), loader.extensions, loader.max_file_bytes, False, bool(loader.include_hidden))
+    if not corpus.documents:
+        raise DataError(f"no documents under {kb} ({', '.join(loader.extensions)})",
+                        hint="point --kb at the folder of your documents")
+    return corpus
+
+
+def _embedder(embedding: EmbeddingConfig, cache: Path) -> Any:
+    from lab.models.embeddings import build_embedding  # heavy (see lab.cli)
+    from lab.models.resolve import offline_env_for, resolve_hf_model
+
+    resolved = resolve_hf_model(embedding.model, "embedding model")
+    offline_env_for([resolved])
+    model = build_embedding(embedding, resolved, cache)
+    return lambda texts: model.encode(list(texts), model.query_prefix)
+
+
+def _cache(args: argparse.Namespace) -> Path:
+    if args.cache:
+        args.cache.mkdir(parents=True, exist_ok=True)
+        return args.cache.resolve()
+    return cache_dir()
+
+
+def _mix(text: str | None) -> dict[str, float] | None:
+    from lab.eval.generate import MIX, TASKS
+
+    if not text:
+        return None
+    out = {}
+    for part in text.split(","):
+        name, _, share = part.partition("=")
+        name = name.strip()
+        if name not in TASKS:
+            raise ConfigError(f"--mix: unknown category {name!r}", hint=f"use {', '.join(TASKS)}")
+        try:
+            out[name] = float(share)
+        except ValueError:
+            raise ConfigError(f"--mix: {part!r} is not CATEGORY=SHARE", hint=f"e.g. {next(iter(MIX))}=0.5") from None
+    if sum(out.values()) <= 0:
+        raise ConfigError("--mix: the shares add up to 0", hint="give at least one positive share")
+    return out
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from lab.eval.generate import NothingAccepted, Options, generate  # heavy (see lab.cli)
+    from lab.models.llm import build_llm
+    from lab.models.resolve import resolve_llm
+
+    if args.n <= 0:
+        raise ConfigError(f"--n must be positive (got {args.n})", hint="e.g. --n 150")
+    out = args.out.expanduser()
+    sidecar = out.with_suffix(".gen.json")
+    if out.exists() and not args.force:
+        raise DataError(f"{out} exists", hint="pass --force to replace it, or choose another --out")
+    mix = _mix(args.mix)
+    loader, embedding, llm_cfg = _settings(args)
+    project = args.experiments.resolve().parent
+    writer = build_llm(resolve_llm(llm_cfg, "testset", project), _cache(args))
+    checker = build_llm(resolve_llm(llm_cfg, "check", project), _cache(args))
+    corpus = _corpus(args.kb, loader)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    opts = Options(n=args.n, seed=args.seed, max_candidates=args.max_candidates, **({"mix": mix} if mix else {}))
+    outcome = generate({d.metadata["source"]: d.text for d in corpus.documents}, writer, checker,
+                       _embedder(embedding, _cache(args)), opts, show_progress=not args.no_progress and sys.stderr.isatty())
+    stats = {"knowledge_base": str(args.kb), "n_documents": len(corpus.documents), "skipped_files": corpus.skipped,
+             "model": {"backend": llm_cfg.backend, "model": llm_cfg.model, "fingerprint": writer.plan.fingerprint},
+             "embedding_model": embedding.model, **outcome.stats}
+    write_atomic(sidecar, json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
+    if not outcome.rows:  # an empty eval set is not one: the sidecar says why each candidate failed
+        raise NothingAccepted(f"no candidate of {stats['candidates']} passed the checks; see {sidecar} for each "
+                       "filter's rejections", hint="a larger model (--llm, --config), or more candidates "
+                                                   "(--max-candidates)")
+    write_atomic(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in outcome.rows))
+    rej = {k: v["n"] for k, v in stats["rejected"].items() if v["n"]}
+    print(f"{stats['n_accepted']} questions of {stats['n_requested']} from {stats['candidates']} candidates "
+          f"({100 * stats['acceptance_rate']:.0f}% accepted) in {stats['seconds']:.0f} s")
+    print("by category: " + ", ".join(f"{c} {n}" for c, n in stats["by_category"].items()))
+    print("rejected: " + (", ".join(f"{k} {n}" for k, n in rej.items()) or "none"))
+    if stats["documents_without_questions"]:
+        print(f"{len(stats['documents_without_questions'])} documents have no question (see {sidecar.name})")
+    print(f"wrote {out} and {sidecar}")
+    return 0
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from lab.eval.audit import audit_eval_set  # heavy (see lab.cli)
+    from lab.eval.evalset import load_eval_set
+    from lab.report.audit import audit_lines, render_audit
+    from lab.report.html import load_run
+
+    eval_set = load_eval_set(args.eval_set.expanduser(), None)
+    samples = load_run(resolve_run(args.run, args.reports))[1] if args.run else None
+    loader, embedding, llm_cfg = _settings(args)
+    corpus = _corpus(args.kb, loader)
+    support = None
+    if args.check:
+        from lab.eval import grounding
+        from lab.models.llm import build_llm
+        from lab.models.resolve import resolve_llm
+
+        llm, prompt = build_llm(resolve_llm(llm_cfg, "check", args.experiments.resolve().parent), _cache(args)), grounding.load()
+
+        def support(question: str, answer: str, evidence: list[str]) -> bool | None:
+            return grounding.supported(llm, prompt, question, answer, evidence)
+
+    findings = audit_eval_set(eval_set.rows, {d.metadata["source"]: d.text for d in corpus.documents},
+                              source=str(args.eval_set), embed=_embedder(embedding, _cache(args)), support=support,
+                              run_samples=samples)
+    page = args.html or args.eval_set.with_suffix(".audit.html")
+    write_atomic(page, render_audit(findings))
+    print("\n".join(audit_lines(findings, more=str(page))))
+    print(f"page: {page}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from lab.eval.interop import import_set
+
+    summary = import_set(args.kind, args.source.expanduser(), args.out.expanduser(), category=args.category,
+                         kb=args.kb, kb_out=args.kb_out, overwrite=args.force)
+    print(", ".join(f"{k} {v}" for k, v in summary.items() if k not in {"kind", "out"}))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from lab.eval.interop import export_ragas
+
+    summary = export_ragas(args.eval_set.expanduser(), args.out.expanduser())
+    print(", ".join(f"{k} {v}" for k, v in summary.items() if k not in {"kind", "out"}))
+    print(f"wrote {args.out} (ragas EvaluationDataset JSONL)")
+    return 0
+
+
+COMMANDS = {"generate": cmd_generate, "audit": cmd_audit, "import": cmd_import, "export": cmd_export}

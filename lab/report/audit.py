@@ -1,0 +1,144 @@
+"""The views of an eval-set audit, from its findings dict alone (the dict
+``lab.eval.audit.audit_eval_set`` returns; it may have been read back from JSON): a compact
+terminal summary and a self-contained HTML page in the house style.
+
+Both views walk the same :data:`SECTIONS` list, worst first, so a new finding is written once.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from lab.report.html import COLOURS, PAGE_ROWS, environment
+
+#: Example rows per finding in the terminal; the rest are on the page.
+SHOWN = 3
+
+#: Every finding that lists rows, worst first: (anchor, where in the findings, title, why it matters).
+SECTIONS: tuple[tuple[str, tuple[str, str], str, str], ...] = (
+    ("spans", ("spans", "errors"), "Golden spans that do not match their document",
+     "The span metrics score a retrieval that finds the right text as a miss. Where the content was found, "
+     "the fix gives the offsets to store."),
+    ("exact", ("duplicates", "exact"), "Exact duplicate questions",
+     "A duplicated question counts twice in every mean."),
+    ("nowhere", ("keywords", "nowhere"), "Keywords in no document",
+     "No retrieval can find them: the question scores 0 on the keyword metrics whatever the pipeline."),
+    ("unsupported", ("support", "unsupported"), "Reference answers their spans do not support",
+     "Answers are judged against a reference the evidence does not back."),
+    ("near", ("duplicates", "near"), "Near-duplicate questions",
+     "Paraphrases of one question give it more weight than the others."),
+    ("common", ("keywords", "common"), "Keywords in most documents",
+     "Any retrieval finds them, so they say little about a pipeline."),
+    ("in_question", ("keywords", "in_question"), "Keywords in the question",
+     "Word-matching retrieval (BM25) finds them for free: they favour it over dense retrieval."),
+    ("touching_none", ("coverage", "rows_touching_none"), "Questions that touch no document",
+     "Under the coverage rule no single document answers them (often a question across two documents)."),
+    ("failed", ("support", "failed"), "Support checks that failed",
+     "No verdict: counted neither as supported nor as unsupported."),
+    ("size", ("size", "rows"), "Trivial or over-long rows",
+     "The generator's size filter: a yes/no answer or a very short question says little."),
+    ("without", ("keywords", "without"), "Rows without keywords",
+     "The keyword metrics are n/a for them (said so in results, never 0); span metrics still score them."),
+    ("not_checked", ("spans", "not_checked"), "Spans not checked",
+     "The knowledge base holds the document in another format, so offsets into the original cannot be checked."),
+)
+
+
+def _rows(findings: dict, where: tuple[str, str]) -> list[dict]:
+    return (findings.get(where[0]) or {}).get(where[1]) or []
+
+
+def _fix(row: dict) -> str:
+    fix = row.get("fix")
+    if not fix:
+        return ""
+    out = f"start_index {fix['start_index']}, end_index {fix['end_index']}"
+    if fix.get("source") != row.get("source"):
+        out = f"source {fix['source']}, {out}"
+    return out + (", content as in the document" if "content" in fix else "")
+
+
+def _not_run(findings: dict) -> list[str]:
+    """Checks that need a model or a run and were not given one."""
+    out = []
+    if not findings["duplicates"].get("near_checked"):
+        out.append("near duplicates (no embedding model)")
+    if not findings["support"].get("checked"):
+        out.append("support of reference answers (`lab audit --check` asks the LLM)")
+    if findings.get("power") is None:
+        out.append("detectable differences (no run's samples)")
+    return out
+
+
+def _mde(cell: dict | None) -> str:
+    return "-" if not cell or cell.get("mde") is None else f"{cell['mde']:.3f}"
+
+
+def audit_lines(findings: dict, *, more: str = "the HTML page") -> list[str]:
+    """The terminal summary: counts, the problems worst first, up to :data:`SHOWN` rows of each
+    finding and where the rest are (``more``: the page's path, when the caller wrote one)."""
+    s, cov, power = findings["summary"], findings["coverage"], findings.get("power")
+    out = [f"audit of {findings['source']}: {s['n_rows']} rows, {s['n_categories']} categories, {s['n_documents']} "
+           f"documents, {s['n_spans']} golden spans: {'ok' if s['ok'] else 'NOT OK'}"]
+    out += ["problems, worst first:"] + [f"  - {p}" for p in s["problems"]] if s["problems"] else ["no problems found"]
+    for _, where, title, _ in SECTIONS:
+        rows = _rows(findings, where)
+        if not rows:
+            continue
+        out.append(f"{title}: {len(rows)}")
+        out += [f"  {r['id']} (line {r['line']}): {r['detail']}" for r in rows[:SHOWN]]
+        if len(rows) > SHOWN:
+            out.append(f"  ... {len(rows) - SHOWN} more in {more}")
+    small = cov["small_category"]
+    out.append("categories: " + ", ".join(f"{c['name']} {c['n']}" + (f" (under {small})" if c["small"] else "")
+                                          for c in cov["categories"]))
+    out.append("folders: " + ", ".join(f"{f['folder']} {f['n_questions']} questions / {f['n_documents']} documents"
+                                       for f in cov["folders"]))
+    if cov["untouched"]:
+        shown = ", ".join(cov["untouched"][:SHOWN])
+        extra = f" and {len(cov['untouched']) - SHOWN} more in {more}" if len(cov["untouched"]) > SHOWN else ""
+        out.append(f"documents no question touches: {shown}{extra}")
+    if power:
+        cells = ", ".join(f"{c['name']} {_mde(c)} (n={c['n']})" for c in power["categories"])
+        out.append(f"smallest MRR difference detectable at {power['power']:.0%} power: overall "
+                   f"{_mde(power['overall'])} (n={power['overall']['n']}); {cells}")
+        out.append(f"  assuming {power['assumption']}")
+    if not_run := _not_run(findings):
+        out.append("not checked: " + "; ".join(not_run))
+    return out
+
+
+def folder_chart(folders: list[dict]) -> dict:
+    """Horizontal bars of questions per folder (inline SVG), untouched documents noted."""
+    top = max([f["n_questions"] for f in folders] + [1])
+    width, left = 300, 120
+    bars = [{"y": 26 + 22 * i, "label": f["folder"], "n": f["n_questions"], "w": width * f["n_questions"] / top,
+             "note": f"{f['n_documents']} docs" + (f", {f['n_untouched']} untouched" if f["n_untouched"] else ""),
+             "colour": COLOURS["bad" if f["n_untouched"] == f["n_documents"] else "neutral"]}
+            for i, f in enumerate(folders)]
+    return {"width": left + width + 150, "left": left, "height": 34 + 22 * len(bars), "bars": bars}
+
+
+def audit_view(findings: dict) -> dict:
+    """What the page shows beyond the dict's own fields: sections, the joined category table,
+    the chart."""
+    power = findings.get("power") or {}
+    mde = {c["name"]: c for c in power.get("categories", [])}
+    sections = []
+    for anchor, where, title, why in SECTIONS:
+        rows = _rows(findings, where)
+        sections.append({"anchor": anchor, "title": title, "why": why, "n": len(rows), "rows": rows[:PAGE_ROWS],
+                         "fixes": [_fix(r) for r in rows[:PAGE_ROWS]] if anchor == "spans" else None})
+    return {
+        "name": posixpath.basename(findings["source"].replace("\\", "/")) or findings["source"],
+        "sections": sections,
+        "categories": [{**c, "power": mde.get(c["name"])} for c in findings["coverage"]["categories"]],
+        "chart": folder_chart(findings["coverage"]["folders"]),
+        "not_run": _not_run(findings),
+        "page_rows": PAGE_ROWS,
+    }
+
+
+def render_audit(findings: dict) -> str:
+    """The audit page: one self-contained HTML file (styles and chart inline, every text escaped)."""
+    return environment().get_template("audit.html").render(f=findings, v=audit_view(findings))
