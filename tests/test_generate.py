@@ -198,3 +198,35 @@ def test_cli_with_smollm2_counts_its_rejections(tmp_path):
         assert proc.returncode == 1 and "no candidate of 3 passed the checks" in proc.stderr and not out.exists()
     else:
         assert proc.returncode == 0 and len(out.read_text().splitlines()) == sidecar["n_accepted"]
+
+
+@pytest.mark.slow
+def test_generate_over_the_formats_kb_then_run_an_experiment_on_it(tmp_path):
+    """The local Qwen over PDF, DOCX, HTML and markdown: every span of the set checks out
+    against the loader's text, and a run of formats-mixed scores the set."""
+    from lab.config import DEFAULT_CATEGORIES
+    from lab.eval.evalset import check_references, load_eval_set
+    from lab.rag.loaders import load_folder
+    from runs import latest, load
+
+    kb = ROOT / "knowledge-base-formats"
+    out = tmp_path / "formats.jsonl"
+    proc = lab(tmp_path, "generate", "--kb", str(kb), "--out", str(out), "--n", "3", "--mix",
+               "direct_fact=2,numerical=1", "--no-progress", "--experiments", str(ROOT / "experiments"))
+    assert proc.returncode == 0, proc.stderr
+    stats = json.loads(out.with_suffix(".gen.json").read_text())
+    eval_set = load_eval_set(out, DEFAULT_CATEGORIES)
+    assert len(eval_set.rows) == stats["n_accepted"] == 3
+    assert [r.category for r in eval_set.rows] == ["direct_fact", "direct_fact", "numerical"]
+    assert stats["skipped_files"] and stats["candidates"] >= 3  # the two unreadable PDFs, listed
+    corpus = load_folder(kb, [".md", ".txt", ".pdf", ".docx", ".html"], 5_000_000, False)
+    docs = {d.metadata["source"]: d.text for d in corpus.documents}
+    assert check_references(eval_set, docs) == 0
+    for row in eval_set.rows:
+        for ref in row.references:
+            assert docs[ref.source][ref.start_index:ref.end_index] == ref.content
+    proc = lab(tmp_path, "run", "formats-mixed", "--kb", str(kb), "--eval", str(out), "--retrieval-only",
+               "--experiments", str(ROOT / "experiments"))
+    assert proc.returncode == 0, proc.stderr
+    results, samples = load(latest(tmp_path, "formats-mixed"))
+    assert results["sample"]["n_questions"] == 3 and results["metrics"]["overall"]["span_recall"]["n"] == 3

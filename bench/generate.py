@@ -1,0 +1,92 @@
+"""Eval-set generation speed: accepted questions per minute, the acceptance rate, and the lab
+against raw llama-cpp-python replaying the same calls.
+
+    .venv/bin/python bench/generate.py [--kb DIR] [--n 10] [--smoke]
+
+Runs :func:`lab.eval.generate.generate` with an empty LLM cache (every call computed; the
+embedding cache is the lab's own) over ``--kb`` (default: the InsureLLM knowledge base), then
+replays every recorded call, question writer's and checker's, through a raw ``Llama`` with the
+same parameters. Prints accepted, candidates, acceptance, accepted questions per minute, the
+seconds of both and their ratio (goal <= 1.2: the lab's loop, filters and embeddings add little
+to the model's time). ``--smoke``: SmolLM2 on the test fixture's knowledge base, 2 candidates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from lab.caches import CallCache  # noqa: E402
+from lab.config import EmbeddingConfig, LLMConfig  # noqa: E402
+from lab.eval.generate import Options, generate  # noqa: E402
+from lab.models.backends import llama_class  # noqa: E402
+from lab.models.embeddings import build_embedding  # noqa: E402
+from lab.models.llm import LabLLM  # noqa: E402
+from lab.models.resolve import offline_env_for, resolve_hf_model, resolve_llm  # noqa: E402
+from lab.paths import cache_dir  # noqa: E402
+from lab.progress import setup_logging  # noqa: E402
+from lab.rag.loaders import load_folder  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("bench_llm", ROOT / "bench" / "llm.py")
+bench_llm = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bench_llm)  # Recording and replay, shared with the answers' bench
+
+INSURELLM = ROOT.parent / "shared" / "benchmarks" / "insurellm" / "knowledge-base"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kb", type=Path, default=None)
+    ap.add_argument("--n", type=int, default=None, help="questions wanted (default 10)")
+    ap.add_argument("--smoke", action="store_true", help="SmolLM2, the fixture's kb, 2 candidates")
+    args = ap.parse_args()
+    setup_logging(False)
+    kb = args.kb or (ROOT / "tests" / "fixtures" / "kb" if args.smoke else INSURELLM)
+    model = "smollm2-135m-instruct" if args.smoke else "qwen2.5-coder-1.5b-instruct"
+    n = args.n or (1 if args.smoke else 10)
+    Llama = llama_class()
+    corpus = load_folder(kb, [".md", ".txt", ".pdf", ".docx", ".html"], 5_000_000, False)
+    docs = {d.metadata["source"]: d.text for d in corpus.documents}
+    resolved = resolve_hf_model(EmbeddingConfig().model, "embedding model")
+    offline_env_for([resolved])
+    embedder = build_embedding(EmbeddingConfig(), resolved, cache_dir())
+    plans = [resolve_llm(LLMConfig(model=model), role, ROOT) for role in ("testset", "check")]
+    with tempfile.TemporaryDirectory() as tmp:  # an empty LLM cache: every call computed
+        cache = CallCache(Path(tmp) / "llm.sqlite")
+        backends = [bench_llm.Recording(p) for p in plans]
+        for b in backends:
+            b._load()
+        writer, checker = (LabLLM(p, cache, b) for p, b in zip(plans, backends))
+        t0 = time.perf_counter()
+        out = generate(docs, writer, checker, lambda t: embedder.encode(list(t), ""),
+                       Options(n=n, max_candidates=2 if args.smoke else None))
+        lab_s = time.perf_counter() - t0
+
+    def raw(plan):
+        c = plan.cfg
+        return Llama(model_path=plan.location, n_ctx=c.n_ctx, n_threads=c.n_threads or os.cpu_count(),
+                     n_batch=512, seed=c.seed, verbose=False)
+
+    replays = [bench_llm.replay(raw(p), b.calls, reset=False) for p, b in zip(plans, backends)]
+    raw_s = sum(r[0] for r in replays)
+    s = out.stats
+    per_min = 60 * s["n_accepted"] / lab_s
+    print(f"{s['n_accepted']} accepted of {s['candidates']} candidates ({100 * s['acceptance_rate']:.0f}%) "
+          f"from {len(docs)} documents; model {model}")
+    print(f"accepted per minute {per_min:.2f}; lab {lab_s:.1f} s, raw replay {raw_s:.1f} s "
+          f"({sum(len(b.calls) for b in backends)} calls, {sum(r[3] for r in replays)} texts differ); "
+          f"ratio {lab_s / raw_s:.2f}")
+    print("smoke: ok" if args.smoke else f"rejected: {({k: v['n'] for k, v in s['rejected'].items() if v['n']})}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
