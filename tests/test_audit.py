@@ -357,3 +357,30 @@ def test_page_loads_clean_in_a_browser(findings, tmp_path):
         widths = page.eval_on_selector_all("svg.chart rect.bar", "r => r.map(x => x.getBBox().width)")
         assert widths == [300.0, 150.0, 150.0]  # 4, 2 and 2 questions on a 300-pixel scale
         assert page.locator("tr.untouched").count() == 1 and page.title() == "audit of set.jsonl · lab"
+
+
+def test_cli_audit_import_export_on_the_fixture_project(project):
+    """The verbs end to end: audit with the real embedding model and a run's samples, a CSV
+    import, a ragas export, and bad input that exits 2 and writes nothing."""
+    import json
+
+    from runs import lab
+
+    assert lab(project, "run", "small-retrieval").returncode == 0
+    p = lab(project, "audit", "eval.jsonl", "--kb", "kb", "--run", "small-retrieval")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("audit of eval.jsonl: 6 rows") and "smallest MRR difference detectable" in p.stdout
+    assert "<html" in (project / "eval.audit.html").read_text()
+    (project / "q.csv").write_text("question,reference_answer,keywords,category\n"
+                                   "Who founded Brightwater Kilns?,Odile Ferrand.,Odile Ferrand,direct_fact\n")
+    p = lab(project, "import", "csv", "q.csv", "--out", "sets/q.jsonl")
+    assert p.returncode == 0, p.stderr
+    assert json.loads((project / "sets" / "q.jsonl").read_text())["keywords"] == ["Odile Ferrand"]
+    p = lab(project, "export", "eval.jsonl", "--out", "eval.ragas.jsonl")
+    assert p.returncode == 0, p.stderr
+    first = json.loads((project / "eval.ragas.jsonl").read_text().splitlines()[0])
+    assert first["user_input"] == "Who founded Brightwater Kilns?"
+    (project / "bad.csv").write_text("question,colour\nx,y\n")
+    p = lab(project, "import", "csv", "bad.csv", "--out", "sets/bad.jsonl")
+    assert p.returncode == 2 and "bad.csv line 1: unknown column(s) 'colour'" in p.stderr
+    assert not (project / "sets" / "bad.jsonl").exists()
