@@ -54,6 +54,10 @@ def test_keywords_come_from_the_answer_held_by_the_excerpt_and_not_asked():
     assert kws == ["March 2011", "4,900"]  # "Ember 40" is asked; dates first, figures next
     assert derive_keywords("It costs 4,900 euros.", excerpt, "Price?", common=lambda t: t == "4,900") == []
     assert derive_keywords("A 90-day notice period.", ["with a 90-day notice period"], "How long?") == ["90-day"]
+    # no figure, date or name: the two longest words of 6+ letters, held by the excerpt, not asked
+    assert derive_keywords("it offers catastrophe modelling and exposure reporting.",
+                           ["we offer catastrophe modelling and exposure reporting"],
+                           "What reporting is offered?") == ["catastrophe", "modelling"]
 
 
 def test_filters_on_hand_made_candidates():

@@ -185,6 +185,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
     rej = {k: v["n"] for k, v in stats["rejected"].items() if v["n"]}
     print(f"{stats['n_accepted']} questions of {stats['n_requested']} from {stats['candidates']} candidates "
           f"({100 * stats['acceptance_rate']:.0f}% accepted) in {stats['seconds']:.0f} s")
+    costs = [u["cost_usd"] for u in stats["usage"].values() if u is not None]
+    if all(c is not None for c in costs) and sum(costs) > 0:
+        print(f"cost: ${sum(costs):.4f}")
+    if stats["seconds_per_accepted"]:
+        print(f"{stats['seconds_per_accepted']:.1f} s per accepted question")
     print("by category: " + ", ".join(f"{c} {n}" for c, n in stats["by_category"].items()))
     print("rejected: " + (", ".join(f"{k} {n}" for k, n in rej.items()) or "none"))
     if stats["documents_without_questions"]:

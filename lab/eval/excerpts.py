@@ -140,7 +140,8 @@ def derive_keywords(answer: str, excerpts: Sequence[str], question: str, limit: 
                     common: Callable[[str], bool] | None = None) -> list[str]:
     """Figures, dates and names from ``answer`` that occur in the excerpts and not in the
     question, and that ``common`` does not call too common (a keyword in most documents makes
-    coverage meaningless); a date before its year, at most ``limit``."""
+    coverage meaningless); a date before its year, at most ``limit``. An answer with none of
+    those gives its two longest words of 6+ letters that pass the same checks."""
     held = " ".join(_norm(e) for e in excerpts)
     asked = _norm(question)
     found: list[str] = []
@@ -157,6 +158,11 @@ def derive_keywords(answer: str, excerpts: Sequence[str], question: str, limit: 
             if (low in held and low not in asked and not any(low in _norm(f) for f in found)
                     and not (common is not None and common(low))):
                 found.append(term)
+    if not found:  # no figure, date or name: the answer's distinctive words the excerpts hold
+        words = sorted({w for w in re.findall(r"[A-Za-z][A-Za-z-]{5,}", answer)
+                        if (low := _norm(w)) in held and low not in asked and not (common is not None and common(low))},
+                       key=lambda w: (-len(w), w))
+        found = words[:2]
     return found[:limit]
 
 
