@@ -79,8 +79,8 @@ def main() -> None:
     for which, path in (("human", args.human), ("generated", args.generated)):
         for name in names:
             per[which][name] = run(name, experiments, args.kb.resolve(), path.resolve(), out / "reports" / which)
-            print(f"{which:9s} {name:18s} mrr {sum(s['metrics']['mrr'] or 0 for s in per[which][name]) / len(per[which][name]):.4f}",
-                  flush=True)
+            mrr = [s["metrics"]["mrr"] for s in per[which][name] if s["metrics"].get("mrr") is not None]
+            print(f"{which:9s} {name:18s} mrr {sum(mrr) / max(1, len(mrr)):.4f} over {len(mrr)} questions", flush=True)
     table: dict[str, dict] = {}
     for metric in METRICS:
         a, b = scored(per["human"], metric), scored(per["generated"], metric)
