@@ -153,8 +153,8 @@ def follow_the_recipes(lab: Path) -> None:
     insert(lab / "metrics" / "catalog.py", '    Metric("span_precision"', METRIC_ROW)
     (lab / "metrics" / "retrieval.py").write_text((lab / "metrics" / "retrieval.py").read_text() + METRIC_CODE)
     stages = lab / "eval" / "stages.py"
-    replace(stages, "from lab.metrics.retrieval import question_scores",
-            "from lab.metrics.retrieval import hit_at_1, question_scores")
+    replace(stages, "from lab.metrics.retrieval import KEYWORD_METRICS, question_scores",
+            "from lab.metrics.retrieval import KEYWORD_METRICS, hit_at_1, question_scores")
     insert(stages, '        scores["context_chars"] = sum(len(t) for t in texts)\n',
            '        scores["hit_at_1"] = hit_at_1(row.keywords, texts)\n', after=True)
 
