@@ -81,6 +81,24 @@ def screenshots(run_dir: Path, compare_html: Path, out: Path, b=None) -> list[Pa
     return shots
 
 
+def judge_screenshots(run_dir: Path, out: Path, b=None) -> list[Path]:
+    """The judge's pictures: a judged run's perturbation-check panel, and the labelling controls
+    (one answer marked "partly correct", the bar counting it)."""
+    if b is None:
+        with browser() as b:
+            return judge_screenshots(run_dir, out, b)
+    page = Page(b, run_dir / "report.html")
+    page.locator("#judge-check-items summary").click()
+    shots = [shoot(page, out / "report-judge-checks.png", selector="#judge-checks")]
+    page.evaluate("localStorage.clear()")
+    page.locator("#questions tr.qrow").nth(0).click()
+    page.locator("#questions tr.qdetail:not([hidden]) .hl button[data-label='partly']").click()
+    page.evaluate("document.querySelector('#labels-bar').scrollIntoView()")
+    shots.append(shoot(page, out / "report-labels.png", selector="#questions tr.qdetail:not([hidden])"))
+    shots.append(shoot(page, out / "report-labels-bar.png", selector="#labels-bar"))
+    return shots
+
+
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from lab.report.compare import default_folder, load_runs, render_compare
@@ -91,7 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare", nargs="+", required=True, help="runs to compare (NAMEs or folders)")
     ap.add_argument("--reports", type=Path, default=Path("reports"))
     ap.add_argument("--out", type=Path, default=Path("docs"))
+    ap.add_argument("--judged", help="a judged run (NAME or folder): also its judge checks and labelling controls")
     args = ap.parse_args(argv)
+    if args.judged:
+        for path in judge_screenshots(resolve_run(args.judged, args.reports), args.out):
+            print(path)
     runs = load_runs(args.compare, args.reports)
     compare_html = render_compare(runs, default_folder(runs, args.reports))
     for path in screenshots(resolve_run(args.run, args.reports), compare_html, args.out):

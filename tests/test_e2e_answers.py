@@ -1,5 +1,6 @@
 """Answers and judgements end to end, with the real packaged SmolLM2 (plumbing, not quality)."""
 
+import json
 import os
 import signal
 import sqlite3
@@ -92,7 +93,7 @@ def test_no_run_reached_for_the_network(judged):
 def test_changing_only_the_judge_rejudges_without_regenerating(judged):
     project = judged[0]
     (project / "experiments" / "small-judge2.yaml").write_text(
-        "schema_version: 1\nextends: small\njudge:\n  llm:\n    max_tokens: 100\n  calibration: false\n")
+        "schema_version: 1\nextends: small\njudge:\n  llm:\n    max_tokens: 100\n  calibration: false\n  checks: 0\n")
     p = lab(project, "run", "small-judge2")
     assert p.returncode == 0, p.stderr
     results, _ = load(latest(project, "small-judge2"))
@@ -203,3 +204,62 @@ def test_ragas_runs_on_a_sample_with_the_configured_models(judged):
         assert results["metrics"]["overall"][f"ragas_{m}"]["n"] == (0 if v is None else 1)
     assert results["llm_usage"]["generation"]["calls"] == 0  # answers came from the cache
     assert "ragas metrics on a sample:" in (latest(project, "small-ragas") / "report.html").read_text()
+
+
+def test_judge_checks_land_on_disk_and_add_up(judged):
+    """The perturbation checks of a judged run, recomputed here from the items in results.json."""
+    from lab.eval.perturb import KEEPS, KINDS, TARGETS
+    from lab.metrics.perturbation import summarize
+
+    _, run, _, proc, _, _ = judged
+    results, samples = load(run)
+    checks = results["judge_checks"]
+    assert (checks["n"], checks["seed"], checks["method"]) == (6, 13, "rubric")  # min(20, 6 questions)
+    assert sorted(i["id"] for i in checks["items"]) == sorted(s["id"] for s in samples)
+    for item in checks["items"]:
+        assert set(item["texts"]) == set(KINDS)
+        assert item["texts"]["refusal"]["text"] == "I don't have enough information to answer that question."
+        for kind, t in item["texts"].items():  # made, or skipped with a reason; judged when made
+            assert ("text" in t) != ("skipped" in t)
+            if "skipped" in t:
+                assert item["perturbed"][kind] is None and t["skipped"]
+    summary = summarize(checks["items"], TARGETS, KEEPS, DIMENSIONS)
+    assert summary["kinds"] == checks["summary"]["kinds"] and summary["goals"] == checks["summary"]["goals"]
+    real = [s["judgement"] for s in samples if s["judgement"]["status"] == "ok"]
+    assert checks["differs"]["n"] == len(real)
+    assert results["llm_usage"]["paraphrase"]["calls"] + results["llm_usage"]["paraphrase"]["cached"] == 6
+    assert "judge checks (rubric, 6 questions)" in proc.stdout
+    assert "Judge perturbation checks" in (run / "report.html").read_text()
+
+
+def test_judge_check_cli_checks_another_method_on_the_run(judged):
+    project, run, *_ = judged
+    p = lab(project, "judge-check", "small", "--n", "4", "--method", "rubric-expected")
+    assert p.returncode == 0, p.stderr
+    out = json.loads((run / "judge-check-rubric-expected-n4.json").read_text())
+    assert (out["method"], out["n"]) == ("rubric-expected", 4) and len(out["items"]) == 4
+    scores = [v for it in out["items"] for v in [it["reference"], *it["perturbed"].values()] if v]
+    assert scores and all(1.0 <= v[d] <= 5.0 for v in scores for d in DIMENSIONS)
+    assert any(v["accuracy"] != round(v["accuracy"]) for v in scores)  # expected values, not argmax digits
+    assert set(out["agreement_with_run_judge"]) == set(DIMENSIONS)
+    assert "judge checks (rubric-expected, 4 questions" in p.stdout and "goals met:" in p.stdout
+    again = lab(project, "judge-check", "small", "--n", "4", "--method", "rubric-expected")
+    assert again.returncode == 0 and json.loads((run / "judge-check-rubric-expected-n4.json").read_text())[
+        "seconds"]["calls"] == 0  # every call from the cache
+
+
+def test_repeats_report_flip_rate_icc_and_variance_split(judged):
+    project = judged[0]
+    (project / "experiments" / "small-repeats.yaml").write_text(
+        "schema_version: 1\nextends: small\ngeneration:\n  repeats: 2\njudge:\n  repeats: 2\n  checks: 0\n")
+    p = lab(project, "run", "small-repeats")
+    assert p.returncode == 0, p.stderr
+    results, _ = load(latest(project, "small-repeats"))
+    rep = results["repeatability"]
+    assert (rep["judge_repeats"], rep["answer_repeats"], rep["temperature"]) == (2, 2, 0.7)
+    assert "judge_checks" not in results
+    for d in DIMENSIONS:
+        row = rep["by_dimension"][d]
+        assert row["n_items"] + row["n_left_out"] == 2 * rep["n_questions"]
+        assert row["flip_rate"] is None or 0.0 <= row["flip_rate"] <= 1.0
+        assert "variance_components" in row

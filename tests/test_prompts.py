@@ -19,8 +19,8 @@ def test_shipped_prompts_load_with_their_placeholders():
 
 def test_unknown_prompt_suggests_the_closest():
     with pytest.raises(ConfigError) as exc:
-        load_prompt("judge-v2", JUDGE_FIELDS, where="judge.prompt")
-    assert "judge.prompt: no prompt 'judge-v2'" in str(exc.value) and "did you mean 'judge-v1'?" in str(exc.value)
+        load_prompt("jugde-v1", JUDGE_FIELDS, where="judge.prompt")
+    assert "judge.prompt: no prompt 'jugde-v1'" in str(exc.value) and "did you mean 'judge-v1'?" in str(exc.value)
     assert set(available()) >= {"answer-grounded-v1", "judge-v1"}
 
 

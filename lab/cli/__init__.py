@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lab.cli import data
+from lab.cli import data, judge
 from lab.config import dump_yaml, load_experiment, retrieval_only
 from lab.config.load import describe
 from lab.errors import LabError
@@ -167,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="conversation turns kept as history (default: 3)")
     _common(ask)
     data.add_parsers(sub, _common)
+    judge.add_parsers(sub, _common)
     return parser
 
 
@@ -358,7 +359,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 COMMANDS = {"run": cmd_run, "ask": cmd_ask, "compare": cmd_compare, "show": cmd_show, "sweep": cmd_sweep,
             "optimize": cmd_optimize, "list": cmd_list, "validate": cmd_validate, "report": cmd_report,
-            "models": cmd_models, **data.COMMANDS}
+            "models": cmd_models, **data.COMMANDS, **judge.COMMANDS}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -87,6 +87,13 @@ class GenerationConfig(Strict):
     llm: LLMConfig = Field(default_factory=LLMConfig)
     context: ContextConfig = Field(default_factory=lambda: TopNContext(name="top_n"))
     prompt: str = Field("answer-grounded-v1", description="A prompt file in lab/prompts (without .txt).")
+    repeats: int | None = Field(
+        None, ge=2, le=20, description="Answer every question this many times (seeds 1..k at the repeats' "
+        "temperature); with judge.repeats, judge variance and answer variance are reported apart. null: once.")
+
+
+#: How a judge's scores are read (:mod:`lab.eval.judge_methods`).
+JUDGE_METHODS = ("rubric", "rubric-expected", "per-dimension", "claims")
 
 
 class JudgeConfig(Strict):
@@ -97,6 +104,24 @@ class JudgeConfig(Strict):
         "another question's reference (should score 1), and report the separation.",
     )
     max_attempts: int = Field(3, gt=0, description="Tries per judgement before it is recorded as failed.")
+    method: Literal[JUDGE_METHODS] | None = Field(
+        None, description="How scores are read: rubric (judge-v1's JSON reply; also when null), rubric-expected "
+        "(judge-v1's score tokens' expected value), per-dimension (one rubric per call, expected digit) or "
+        "claims (the reference's facts, yes/no each). All but rubric need a local model.")
+    checks: int | None = Field(
+        None, ge=0, description="Perturbation checks: questions sampled (seeded, by category) whose reference "
+        "answer is corrupted (wrong fact, partial, padded, paraphrase, refusal) and judged. null: 20; 0: off.")
+    repeats: int | None = Field(
+        None, ge=2, le=20, description="Judge every answer this many times (seeds 1..k at repeat_temperature) "
+        "and report flip rate and intra-class correlation per dimension. null: once.")
+    repeat_temperature: float | None = Field(None, gt=0, le=2, description="Sampling temperature of repeats; null: 0.7.")
+
+    @model_validator(mode="after")
+    def _local_method(self) -> "JudgeConfig":
+        if self.method not in (None, "rubric") and self.llm.backend != "llama_cpp":
+            raise ValueError(f"judge.method {self.method} reads next-token probabilities, which only a local model "
+                             "gives: set judge.llm.backend to llama_cpp, or judge.method to rubric")
+        return self
 
 
 class RagasConfig(Strict):

@@ -110,9 +110,10 @@ def parse_scores(text: str) -> Judgement:
 
 
 def judge_one(llm: LabLLM, prompt: Prompt, question: str, reference: str, answer: str, max_attempts: int,
-              scores_only: bool = False) -> dict:
+              scores_only: bool = False, temperature: float | None = None, seed: int | None = None) -> dict:
     """One judgement record: ``status`` ok (scores, feedback) or failed (error, raw).
 
+    ``temperature``/``seed`` (repeats) replace the config's on the first attempt.
     ``scores_only`` (calibration, local models): decoding stops after the scores. The grammar
     makes the scores come first and decoding is deterministic for a given seed, so they are the
     very scores the full judgement would give; only the feedback is cut short.
@@ -128,8 +129,8 @@ def judge_one(llm: LabLLM, prompt: Prompt, question: str, reference: str, answer
         try:
             out = llm.chat(
                 messages, prompt.version, schema=SCHEMA,
-                temperature=RETRY_TEMPERATURE if retry else None,
-                seed=(llm.plan.cfg.seed + attempt - 1) if retry else None,
+                temperature=RETRY_TEMPERATURE if retry else temperature,
+                seed=((seed if seed is not None else llm.plan.cfg.seed) + attempt - 1) if retry else seed,
                 max_tokens=SCORES_MAX_TOKENS if short else None,
             )
         except LLMCallError as exc:
@@ -165,13 +166,18 @@ def mismatch_partners(ids: Sequence[str], categories: Sequence[str], seed: int) 
 
 
 def judge_questions(items: Sequence[dict], llm: LabLLM, prompt: Prompt, max_attempts: int, calibration: bool,
-                    seed: int, runner: Callable[..., list]) -> list[dict]:
+                    seed: int, runner: Callable[..., list], grade: Callable[..., dict] | None = None) -> list[dict]:
     """Judge every item {id, question, reference, answer, category}.
 
     Returns per item {"judgement": ..., "calibration": {...} | None}. The three judgements of
     one question run back to back, so a local model reuses the prompt prefix they share.
+    ``grade(item, answer, scores_only)`` is another judging method
+    (:func:`lab.eval.judge_methods.grader`); None is judge-v1.
     """
     partners = mismatch_partners([i["id"] for i in items], [i["category"] for i in items], seed)
+    if grade is None:
+        def grade(it: dict, answer: str, scores_only: bool = False) -> dict:
+            return judge_one(llm, prompt, it["question"], it["reference"], answer, max_attempts, scores_only)
 
     def one(k: int) -> dict:
         it = items[k]
@@ -180,15 +186,13 @@ def judge_questions(items: Sequence[dict], llm: LabLLM, prompt: Prompt, max_atte
                          "attempts": 0, "cached": True, "feedback": None, "prompt_tokens": 0,
                          "completion_tokens": 0, **{d: None for d in DIMENSIONS}}
         else:
-            judgement = judge_one(llm, prompt, it["question"], it["reference"], it["answer"], max_attempts)
+            judgement = grade(it, it["answer"])
         rec = {"judgement": judgement, "calibration": None}
         if calibration and partners[k] >= 0:
             other = items[partners[k]]
             rec["calibration"] = {
-                "reference": judge_one(llm, prompt, it["question"], it["reference"], it["reference"], max_attempts,
-                                       scores_only=True),
-                "mismatched": judge_one(llm, prompt, it["question"], it["reference"], other["reference"],
-                                        max_attempts, scores_only=True),
+                "reference": grade(it, it["reference"], True),
+                "mismatched": grade(it, other["reference"], True),
                 "mismatched_id": other["id"],
             }
         return rec

@@ -93,6 +93,8 @@ class Sample(TypedDict, total=False):
     answer: dict
     judgement: dict
     calibration: dict | None
+    judge_checks: dict
+    repeatability: dict
     ragas: dict
 
 
@@ -112,8 +114,10 @@ class Results(TypedDict, total=False):
     """A run's aggregates and provenance. Always: schema_version, name, run_id, created_at,
     description, config, config_fingerprint, sample, data, index, models, metrics, counters,
     llm_usage, cost_usd, timings, environment. The rest when the stage ran: guardrail,
-    rerank_activation, labels, answers, judge, calibration, ragas; not_scored when a metric is
-    n/a for some questions ({metric: {n, why, ids}})."""
+    rerank_activation, labels, answers, judge, calibration, judge_checks (the perturbation checks:
+    {n, seed, method, summary, items, differs}), repeatability (judge.repeats / generation.repeats:
+    {judge_repeats, answer_repeats, temperature, method, deterministic, n_questions, by_dimension}), ragas; not_scored when a metric is n/a for some
+    questions ({metric: {n, why, ids}})."""
 
     schema_version: int
     name: str
@@ -133,6 +137,8 @@ class Results(TypedDict, total=False):
     answers: dict
     judge: dict
     calibration: dict | None
+    judge_checks: dict
+    repeatability: dict
     ragas: dict
     not_scored: dict
     counters: dict[str, int]

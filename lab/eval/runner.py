@@ -15,14 +15,19 @@ from pathlib import Path
 from lab.config import ExperimentConfig
 from lab.eval.evalset import check_references, load_eval_set, stratified_sample
 from lab.eval.judge import JudgePlan, calibration_summary, resolve_judge
+from lab.eval.judge_checks import paraphraser_for
+from lab.eval.judge_methods import grader
+from lab.eval.repeats import repeat_judgements
 from lab.eval.records import RESULTS_SCHEMA, Results, Sample, environment, write_run
 from lab.eval.stages import Timer, answer_stage, judge_stage, ragas_stage, retrieve_stage
 from lab.metrics import catalog
 from lab.metrics.aggregate import by_category, mean_table
 from lab.metrics.labels import labelled_ids, load_labels
+from lab.metrics.perturbation import differs
 from lab.metrics.retrieval import KEYWORD_METRICS
 from lab.models.llm import build_llm
 from lab.paths import project_path
+from lab.progress import run_all
 from lab.rag.index import IndexHandle, table_ids
 from lab.rag.llm_reranker import PROMPT_VERSION as LLM_RERANK_PROMPT
 from lab.rag.pipeline import ModelPlans, Pipeline, load_corpus, open_pipeline, resolve_models
@@ -78,7 +83,7 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
             "why": {w: sum(w in s["rerank"]["why"] for s in fired) for w in ("long", "low", "flat")}}
 
     # --- answer, judge ------------------------------------------------------------------------------
-    judge_llm = None
+    judge_llm = paraphraser = None
     metric_names = list(catalog.names(group="retrieval"))
     no_keywords = [s["id"] for s in samples if not s["keywords"]]
     if no_keywords:  # the reason beside the n/a, in results and reports
@@ -96,11 +101,22 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
         extra["answers"] = _answer_summary(samples)
     if judge is not None:
         judge_llm = build_llm(judge.llm, opts.cache_root)
-        judge_stage(samples, judge_llm, judge, cfg.sample.seed, timer, opts.show_progress)
+        paraphraser = paraphraser_for(pipe.generator)
+        checks = judge_stage(samples, judge_llm, judge, cfg.sample.seed, timer, opts.show_progress,
+                             paraphraser, [r.reference_answer for r in eval_set.rows])
         metric_names += catalog.names(group="judge")
         failed = [s["id"] for s in samples if s["judgement"]["status"] == "failed"]
         extra["judge"] = {"n_judged": len(samples) - len(failed), "n_failed": len(failed), "failed_ids": failed}
         extra["calibration"] = calibration_summary(samples)
+        if checks is not None:
+            real = [s["judgement"] for s in samples if s["judgement"]["status"] == "ok"]
+            extra["judge_checks"] = {**checks, "differs": differs(real)}
+        answer_repeats = cfg.generation.repeats if cfg.generation is not None else None
+        if cfg.judge.repeats or answer_repeats:
+            with timer.stage("repeats_s"):
+                extra["repeatability"] = repeat_judgements(
+                    samples, judge_llm, judge, pipe.synthesizer, answer_repeats, grader(judge_llm, judge),
+                    lambda fn, keys: run_all(fn, keys, "repeats", opts.show_progress, judge_llm.concurrency))
     if cfg.ragas is not None:
         ragas_llm = judge_llm or build_llm(plans.generation, opts.cache_root)
         extra["ragas"] = ragas_stage(samples, finals, ragas_llm, pipe.embed_model, cfg.ragas, timer,
@@ -113,8 +129,10 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     if "judge" in extra:
         for cat, row in per_category.items():
             row["judge_failed"] = sum(1 for s in samples if s["category"] == cat and s["metrics"]["judge_failed"])
-    usage = {role: llm.usage.as_dict() for role, llm in (("generation", pipe.generator), ("judge", judge_llm))
-             if llm is not None}
+    paraphrase_llm = getattr(paraphraser, "lab_llm", None) if judge is not None else None
+    usage = {role: llm.usage.as_dict() for role, llm in (("generation", pipe.generator), ("judge", judge_llm),
+                                                         ("paraphrase", paraphrase_llm))
+             if llm is not None and (role != "paraphrase" or llm.usage.calls + llm.usage.cached)}
     costs = [u["cost_usd"] for u in usage.values()]
     timer["total_s"] = time.perf_counter() - t_start
     results: Results = {

@@ -17,6 +17,8 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from lab.config import ExperimentConfig, RagasConfig
 from lab.eval.evalset import EvalRow
 from lab.eval.judge import DIMENSIONS, JudgePlan, judge_questions
+from lab.eval.judge_checks import DEFAULT_CHECKS, run_checks, scorer
+from lab.eval.judge_methods import grader
 from lab.eval.ragas import evaluate_ragas
 from lab.eval.records import Sample, retrieved_record
 from lab.metrics.labels import label_scores
@@ -150,25 +152,36 @@ def answer_stage(samples: list[Sample], finals: list[list[NodeWithScore]], synth
 
 
 def judge_stage(samples: list[Sample], llm: LabLLM, plan: JudgePlan, seed: int, timer: Timer,
-                show_progress: bool) -> None:
-    """Judge every answer (and calibrate the judge); adds ``judgement``/``calibration``."""
+                show_progress: bool, paraphraser: Any = None, pool_texts: Sequence[str] = ()) -> dict | None:
+    """Judge every answer (and calibrate the judge); adds ``judgement``/``calibration``.
+    Returns the perturbation checks (``judge.checks`` questions; None when off)."""
     cfg, prompt = plan.cfg, plan.prompt
     items = [{"id": s["id"], "category": s["category"], "question": s["question"],
-              "reference": s["reference_answer"], "answer": s["answer"]["text"],
+              "reference": s["reference_answer"], "answer": s["answer"]["text"], "keywords": s["keywords"],
               "answer_error": s["answer"].get("error")} for s in samples]
+    grade = grader(llm, plan)
 
-    def runner(fn: Any, keys: list[int]) -> list:
-        return run_all(fn, keys, "judge", show_progress, llm.concurrency)
+    def runner(fn: Any, keys: list[int], what: str = "judge") -> list:
+        return run_all(fn, keys, what, show_progress, llm.concurrency)
 
     with timer.stage("judge_s"):
-        records = judge_questions(items, llm, prompt, cfg.max_attempts, cfg.calibration, seed, runner)
+        records = judge_questions(items, llm, prompt, cfg.max_attempts, cfg.calibration, seed, runner, grade)
+    checks = None
+    n_checks = DEFAULT_CHECKS if cfg.checks is None else cfg.checks
+    if n_checks:
+        with timer.stage("judge_checks_s"):
+            checks = run_checks(items, min(n_checks, len(items)), seed, scorer(llm, plan, None), paraphraser,
+                                pool_texts, lambda fn, keys: runner(fn, keys, "judge checks"))
+        checks["method"] = grade.method
+    version = prompt.version if grade.method == "rubric" else f"{grade.method}:" + "+".join(grade.prompts.versions())
     for s, rec in zip(samples, records):
         j = rec["judgement"]
-        s["judgement"] = {**j, "prompt_version": prompt.version}
+        s["judgement"] = {**j, "prompt_version": version}
         s["calibration"] = rec["calibration"]
         for d in DIMENSIONS:
             s["metrics"][d] = j[d]  # None when the judgement failed: counted, not averaged
         s["metrics"]["judge_failed"] = 1 if j["status"] == "failed" else 0
+    return checks
 
 
 def ragas_stage(samples: list[Sample], finals: list[list[NodeWithScore]], llm: LabLLM, embed_model: Any,

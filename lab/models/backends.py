@@ -13,6 +13,7 @@ first, and a test fails if any other module imports ``llama_cpp``.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -102,6 +103,53 @@ class LlamaCppBackend:
             seconds=seconds,
             finish_reason=choice.get("finish_reason"),
         )
+
+
+    def choice_logprobs(self, messages: list[dict], prefix: str, choices: list[str]) -> Completion:
+        """Log-probabilities of ``choices`` as the next token after the chat ``messages`` and the
+        start of the assistant's reply ``prefix``: one forward pass over what the previous call
+        did not already evaluate, no sampling. Each choice counts its spellings with and
+        without a leading space; the text returned is JSON ``{choice: logprob}`` over the whole
+        vocabulary (the choices' mass need not sum to 1). ChatML models only (the judge's
+        models: Qwen2.5, SmolLM2)."""
+        import numpy as np
+
+        with self._lock:
+            llm = self._load()
+            if "<|im_start|>" not in llm.metadata.get("tokenizer.chat_template", ""):
+                raise LabError(f"{self.plan.location}: probability-weighted judging needs a ChatML model "
+                               "(<|im_start|> chat template)", hint="use judge.method: rubric with this model")
+            text = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+            text += f"<|im_start|>assistant\n{prefix}"
+            t0 = time.perf_counter()
+            tokens = llm.tokenize(text.encode(), add_bos=False, special=True)
+            limit = self.plan.cfg.n_ctx - 1
+            if len(tokens) > limit:  # keep the head and the reply's start
+                tokens = tokens[: limit - 32] + tokens[-32:]
+            cached = llm.input_ids[: llm.n_tokens].tolist()
+            common = 0
+            for a, b in zip(cached, tokens):
+                if a != b:
+                    break
+                common += 1
+            llm.n_tokens = min(common, len(tokens) - 1)  # re-evaluate at least the last token
+            llm.eval(tokens[llm.n_tokens :])
+            logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)
+            top = float(logits.max())
+            log_z = top + float(np.log(np.exp(logits - top).sum()))
+            out = {}
+            for choice in choices:
+                spellings = [llm.tokenize(w.encode(), add_bos=False, special=False) for w in (choice, " " + choice)]
+                ids = sorted({t[0] for t in spellings if len(t) == 1})
+                if not ids:
+                    raise LabError(f"{self.plan.location}: {choice!r} is not one token of this model",
+                                   hint="use judge.method: rubric with this model")
+                lp = logits[ids] - log_z
+                m = float(lp.max())
+                out[choice] = m + float(np.log(np.exp(lp - m).sum()))
+            seconds = time.perf_counter() - t0
+        return Completion(text=json.dumps(out), prompt_tokens=len(tokens) - common, completion_tokens=0,
+                          seconds=seconds, finish_reason="logprobs")
 
 
 class OpenAIBackend:

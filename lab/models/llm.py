@@ -190,6 +190,40 @@ class LabLLM:
                 ) / 1e6
         return out
 
+    def choice_logprobs(self, messages: list[dict], prompt_version: str, prefix: str, choices: list[str]
+                        ) -> dict[str, float]:
+        """``{choice: log P(choice)}`` for the next token after ``messages`` and the reply's
+        start ``prefix`` (local models; see ``LlamaCppBackend.choice_logprobs``), cached like a
+        chat call: the key holds the model, prompt version, messages, prefix and choices."""
+        if not hasattr(self.backend, "choice_logprobs"):
+            raise LLMCallError(f"{self.plan.role} LLM ({self.plan.cfg.model}): backend {self.plan.cfg.backend!r} "
+                               "gives no next-token probabilities; use judge.method: rubric")
+        body = {"kind": "choice_logprobs", "model": self.plan.fingerprint, "prompt_version": prompt_version,
+                "messages": messages, "prefix": prefix, "choices": choices, "n_ctx": self.plan.cfg.n_ctx}
+        key = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        if self.cache is not None:
+            hit = self.cache.get(key)
+            if hit is not None:
+                with self._lock:
+                    self.usage.cached += 1
+                return json.loads(hit["text"])
+        try:
+            out = self.backend.choice_logprobs(messages, prefix, choices)
+        except LabError:
+            raise
+        except Exception as exc:
+            with self._lock:
+                self.usage.failed += 1
+            raise LLMCallError(f"{self.plan.role} LLM ({self.plan.cfg.model}) call failed: "
+                               f"{type(exc).__name__}: {str(exc)[:500]}") from None
+        if self.cache is not None:
+            self.cache.put(key, {k: v for k, v in asdict(out).items() if k != "cached"})
+        with self._lock:
+            self.usage.calls += 1
+            self.usage.prompt_tokens += out.prompt_tokens
+            self.usage.seconds += out.seconds
+        return json.loads(out.text)
+
 
 def build_llm(plan: LLMPlan, cache_root: Path | None) -> LabLLM:
     cache = CallCache(cache_root / "llm.sqlite") if cache_root else None

@@ -22,7 +22,7 @@ from lab.metrics.catalog import fmt, fmt_delta, higher_is_better
 from lab.metrics.retrieval import folded
 from lab.paths import inside, resolve_run, write_atomic
 from lab.report.export import write_exports
-from lab.report.html import environment, load_run
+from lab.report.html import NEAR_GOAL, environment, judge_checks_view, judge_method, load_run
 from lab.report.stats import bootstrap_ci, paired
 
 
@@ -31,7 +31,16 @@ def _judge_identity(r: dict) -> tuple | None:
     if not j:
         return None
     return (j["backend"], j["model"], j.get("fingerprint"), j["prompt_version"], j.get("prompt_sha256"),
-            j["temperature"], j.get("max_tokens"))
+            j["temperature"], j.get("max_tokens"), judge_method(r))
+
+
+def _judge_name(r: dict, method: bool = True) -> str | None:
+    """"model (prompt version, method)"; the method left out where it is the default, rubric."""
+    j = (r.get("models") or {}).get("judge")
+    if not j:
+        return None
+    m = judge_method(r)
+    return f"{j['model']} ({j['prompt_version']}{', ' + m if method or m != 'rubric' else ''})"
 
 
 def warnings(runs: list[dict]) -> list[str]:
@@ -51,7 +60,7 @@ def warnings(runs: list[dict]) -> list[str]:
     judged = [r for r in runs if _judge_identity(r)]
     if len({_judge_identity(r) for r in judged}) > 1:
         out.append("judged by different judges, so answer scores are not comparable: " + ", ".join(
-            f"{r['name']} {r['models']['judge']['model']} ({r['models']['judge']['prompt_version']})" for r in judged))
+            f"{r['name']} {_judge_name(r, method=False)}" for r in judged))
     by_name: dict[str, set] = {}
     for r in runs:
         by_name.setdefault(r["name"], set()).add(r["config_fingerprint"])
@@ -214,8 +223,33 @@ def compare_view(runs: list[Run]) -> dict:
         "charts": [_story_chart(m, story, runs) for m in catalog.names("compare_chart") if m in present],
         "category_charts": [_category_chart(m, categories, runs) for m in MOVER_METRICS if m in present],
         "warnings": warnings([r.results for r in runs]),
+        "judge_checks": judge_checks_compare(runs),
         "colours": {r.label: PALETTE[i % len(PALETTE)] for i, r in enumerate(runs)},
     }
+
+
+def judge_checks_compare(runs: list[Run]) -> dict | None:
+    """Each run's judge checks side by side: every goal's share (None for a run without checks),
+    how often completeness and relevance differ, and whether the judge changed (model, prompt
+    version or method), in which case each column is its own judge's figures. None when no run
+    has checks."""
+    views = [judge_checks_view(r.results) for r in runs]
+    if not any(views):
+        return None
+    first: dict[tuple, dict] = {}
+    for v in views:
+        for g in (v or {}).get("goals", []):
+            first.setdefault(g["key"], g)
+    rows = [{"key": ":".join(key), "label": g["label"], "goal": g["goal"],
+             "cells": [next((x for x in v["goals"] if x["key"] == key), None) if v else None for v in views]}
+            for key, g in first.items()]
+    differs = next((v["differs"] for v in views if v and v["differs"]), None) or {}
+    judged = [r.results for r in runs if (r.results.get("models") or {}).get("judge")]
+    changed = len({(r["models"]["judge"]["model"], r["models"]["judge"]["prompt_version"], judge_method(r))
+                   for r in judged}) > 1
+    return {"rows": rows, "changed": changed, "pair": differs.get("pair") or ["completeness", "relevance"],
+            "by": differs.get("by", 0.5), "near_goal": NEAR_GOAL,
+            "runs": [{"label": r.label, "judge": _judge_name(r.results), "checks": v} for r, v in zip(runs, views)]}
 
 
 def _verdict(metric: str, stats: dict, b_label: str) -> dict:

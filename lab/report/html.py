@@ -104,11 +104,143 @@ def chart(metric: str, categories: list[dict], lv) -> dict:
             "bars": bars}
 
 
+# ---------------------------------------------------------------------------------------------
+# The judge's perturbation checks (results.json ``judge_checks``; optional: older runs lack it)
+
+#: The check measures, in the order a kind's rows are shown.
+CHECK_MEASURES = ("sensitivity", "specificity", "invariance")
+#: A share this far under its goal is amber ("ok"); further is red.
+NEAR_GOAL = 0.1
+#: Characters of a perturbed answer shown in the run page's list of checked items.
+CHECK_TEXT_CHARS = 240
+
+
+def check_label(measure: str, kind: str, dimension: str) -> str:
+    """A check in words: "wrong fact lowers accuracy", "paraphrase keeps completeness"."""
+    return f"{kind.replace('_', ' ')} {'lowers' if measure == 'sensitivity' else 'keeps'} {dimension}"
+
+
+def pct(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.0f}%"
+
+
+def score_text(value) -> str:
+    """A judge score as written: ints as ints (judge-v1), floats with 2 decimals (probability-weighted)."""
+    if value is None:
+        return "-"
+    return str(value) if isinstance(value, int) else f"{value:.2f}"
+
+
+def goal_level(share: float | None, goal: float | None) -> str:
+    """good: the goal is met; ok: within :data:`NEAR_GOAL` under it; bad: further; neutral: no goal."""
+    if share is None or goal is None:
+        return "neutral"
+    return "good" if share >= goal else "ok" if share >= goal - NEAR_GOAL else "bad"
+
+
+def judge_method(results: dict) -> str:
+    """How the run's judge scored: the checks' record, else the config's ``judge.method``; rubric by default."""
+    return ((results.get("judge_checks") or {}).get("method")
+            or (((results.get("config") or {}).get("judge") or {}).get("method")) or "rubric")
+
+
+def _skip_reasons(kind: str, row: dict, skipped: dict) -> str:
+    """``reason: count; ...``; a question with no pair that no reason covers is a failed judgement."""
+    reasons = dict((skipped or {}).get(kind) or {})
+    failed = row.get("n_skipped", 0) - sum(reasons.values())
+    if failed > 0:
+        reasons["judgement failed"] = failed
+    return "; ".join(f"{why}: {n}" for why, n in reasons.items())
+
+
+def _scores(scores: dict | None, against: dict | None = None) -> list[dict] | None:
+    """Each dimension's score as written, and whether it is under ``against``'s (the reference's)."""
+    if scores is None:
+        return None
+    return [{"dimension": d, "text": score_text(v),
+             "lower": v is not None and (against or {}).get(d) is not None and v < against[d]}
+            for d, v in scores.items()]
+
+
+def _checked_questions(jc: dict) -> list[dict]:
+    """Each checked question: its reference's scores, and each perturbation (text cut to
+    :data:`CHECK_TEXT_CHARS`, or why it was skipped) with its scores."""
+    out = []
+    for it in jc.get("items") or []:
+        ref, perturbed = it.get("reference"), []
+        for kind, t in (it.get("texts") or {}).items():
+            text = t.get("text")
+            cut = None if text is None else text[:CHECK_TEXT_CHARS] + ("…" if len(text) > CHECK_TEXT_CHARS else "")
+            perturbed.append({"kind": kind, "skipped": t.get("skipped"), "full": text, "text": cut,
+                              "detail": _detail(t.get("detail")),
+                              "scores": _scores((it.get("perturbed") or {}).get(kind), ref)})
+        out.append({"id": it["id"], "category": it.get("category"), "reference": _scores(ref), "perturbed": perturbed})
+    return out
+
+
+def judge_checks_view(results: dict) -> dict | None:
+    """What the run page, the terminal and compare show of the judge's perturbation checks: rows
+    per (kind, measure, dimension) with share, n, goal and colour; the goals met; ``differs``;
+    the checked questions. None for a run without checks."""
+    jc = results.get("judge_checks")
+    if not jc:
+        return None
+    summary = jc.get("summary") or {}
+    kinds = summary.get("kinds") or {}
+    goals = [{**g, "key": (g["measure"], g["kind"], g["dimension"]), "n": (kinds.get(g["kind"]) or {}).get("n"),
+              "label": check_label(g["measure"], g["kind"], g["dimension"]), "level": goal_level(g["share"], g["goal"])}
+             for g in summary.get("goals") or []]
+    by_key = {g["key"]: g for g in goals}
+    sections = []
+    for kind, row in kinds.items():
+        measured = [(m, d, share) for m in CHECK_MEASURES for d, share in (row.get(m) or {}).items()]
+        # a goal of a kind with no pairs is shown as not measured
+        measured += [(m, d, None) for (m, k, d) in by_key if k == kind and d not in (row.get(m) or {})]
+        rows = []
+        for m, d, share in measured:
+            g = by_key.get((m, kind, d)) or {}
+            rows.append({"key": f"{m}:{kind}:{d}", "label": check_label(m, kind, d), "measure": m, "dimension": d,
+                         "share": share, "n": row.get("n", 0), "goal": g.get("goal"), "met": g.get("met"),
+                         "level": goal_level(share, g.get("goal")), "change": (row.get("mean_change") or {}).get(d)})
+        sections.append({"kind": kind, "label": kind.replace("_", " "), "n": row.get("n", 0),
+                         "n_skipped": row.get("n_skipped", 0),
+                         "skipped_why": _skip_reasons(kind, row, summary.get("skipped")), "rows": rows})
+    differs = jc.get("differs")
+    return {"method": jc.get("method") or judge_method(results), "n": jc.get("n", summary.get("n_items")),
+            "seed": jc.get("seed"), "sections": sections, "goals": goals, "near_goal": NEAR_GOAL,
+            "n_met": sum(g["met"] is True for g in goals), "n_unmeasured": sum(g["met"] is None for g in goals),
+            "differs": differs, "differs_text": differs_text(differs), "questions": _checked_questions(jc)}
+
+
+def _detail(detail: dict | None) -> str:
+    """A perturbation's detail in words: the swapped fact, the removed text, the added answer."""
+    if not detail:
+        return ""
+    if "from" in detail:
+        return f"{detail.get('kind', 'fact')} {detail['from']} → {detail.get('to')}"
+    if "removed" in detail:
+        return f"removed: {detail['removed']}"
+    if "added" in detail:
+        return "added another question's reference answer"
+    return "; ".join(f"{k}: {v}" for k, v in detail.items())
+
+
+def differs_text(differs: dict | None, ge: str = "≥") -> str:
+    """ "completeness and relevance differ by ≥ 0.5 on 35% of 20 real answers"."""
+    if not differs:
+        return ""
+    a, b = differs.get("pair") or ("completeness", "relevance")
+    if not differs.get("n"):
+        return f"{a} and {b}: no real answer with both scores"
+    return f"{a} and {b} differ by {ge} {differs['by']:g} on {pct(differs['share'])} of {differs['n']} real answers"
+
+
 def environment() -> Environment:
     """The templates' environment (autoescaping on), with the catalogue's formats and labels."""
     env = Environment(loader=PackageLoader("lab.report", "templates"), autoescape=select_autoescape(["html"]))
     env.filters["fmt"] = lambda v, m: fmt(m, v)
     env.filters["fmt_delta"] = lambda v, m: fmt_delta(m, v)
+    env.filters["pct"] = pct
     env.globals.update(labels=catalog.labels(), score_metrics=set(catalog.names(group="judge")),
                        higher_is_better={m.name for m in catalog.CATALOG if m.higher_is_better})
     return env
@@ -136,7 +268,7 @@ def render_run(run_dir: Path) -> Path:
     view = run_view(results, samples)
     html = environment().get_template("run.html").render(
         r=results, samples=samples, v=view, level=make_level(thresholds(results)), failure_kinds=failure_kinds,
-        page_rows=PAGE_ROWS,
+        page_rows=PAGE_ROWS, checks=judge_checks_view(results),
     )
     write_exports([(results, samples)], run_dir)
     out = run_dir / "report.html"

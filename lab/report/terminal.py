@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lab.metrics import catalog
 from lab.metrics.catalog import fmt
-from lab.report.html import values
+from lab.report.html import differs_text, judge_checks_view, pct, values
 from lab.report.stats import bootstrap_ci
 
 
@@ -37,9 +37,36 @@ def summary_lines(results: dict, samples: list[dict], intervals: bool = True) ->
         out.append(f"judge calibration: reference-as-answer {c['reference_mean']:.2f}, another question's "
                    f"reference {c['mismatched_mean']:.2f}, separated in {100 * c['separated']:.0f}% of "
                    f"{calib['n_pairs']} questions")
+    out += judge_checks_lines(results)
     for role, u in (results.get("llm_usage") or {}).items():
         cost = f", ${u['cost_usd']:.4f}" if u.get("cost_usd") else ""
         out.append(f"{role} LLM: {u['calls']} calls, {u['cached']} from cache, {u['prompt_tokens']} prompt + "
                    f"{u['completion_tokens']} output tokens, {u['seconds']:.1f} s{cost}")
     out.append(f"time: {results['timings'].get('total_s', 0):.1f} s")
+    return out
+
+
+def judge_checks_lines(results: dict) -> list[str]:
+    """The judge's perturbation checks in two lines: the goals met, each goal's share (with the
+    goal beside those missed); then how often completeness and relevance differ, and what was
+    skipped. No lines for a run without checks."""
+    v = judge_checks_view(results)
+    if v is None:
+        return []
+    parts, prev = [], None
+    for g in v["goals"]:
+        head = (g["measure"] == "sensitivity", g["kind"])  # "paraphrase keeps accuracy 94%, completeness 81%"
+        shown = ("not measured" if g["share"] is None
+                 else pct(g["share"]) + (f" (goal {pct(g['goal'])})" if g["met"] is False else ""))
+        parts.append(f"{g['dimension'] if head == prev else g['label']} {shown}")
+        prev = head
+    unmeasured = f" ({v['n_unmeasured']} not measured)" if v["n_unmeasured"] else ""
+    out = [f"judge checks ({v['method']}, {v['n']} questions): {v['n_met']} of {len(v['goals'])} goals met"
+           f"{unmeasured}; " + ", ".join(parts)]
+    second = [differs_text(v["differs"], ge=">=")] if v["differs"] else []
+    skipped = [f"{s['label']} {s['n_skipped']} ({s['skipped_why']})" for s in v["sections"] if s["n_skipped"]]
+    if skipped:
+        second.append("skipped: " + ", ".join(skipped))
+    if second:
+        out.append("  " + "; ".join(second))
     return out

@@ -1,0 +1,143 @@
+"""The verbs that check the judge: ``lab agree`` (judge-human agreement from labels made in a run's
+report; reads run files only) and ``lab judge-check`` (perturbation checks of a run's judge, or
+of another judging method, on more questions than a run checks)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from lab.config.schema import JUDGE_METHODS as METHODS
+from lab.eval.agree import AGREEMENT_FILE, judge_agreement, write_agreement
+from lab.paths import cache_dir, resolve_run, write_atomic
+
+
+def add_parsers(sub: Any, common: Any) -> None:
+    agr = sub.add_parser(
+        "agree", help="judge-human agreement: kappa, Spearman and the prediction-powered mean accuracy",
+        description="Compare the labels people gave a run's answers (correct / partly correct / wrong, and "
+                    "optionally a corrected accuracy; made in the run's report.html and downloaded as "
+                    "labels.json) with the judge's accuracy: weighted Cohen's kappa (linear, over the classes "
+                    "4-5 correct, 2-3 partly, 1 wrong) and Spearman's rho, overall and per category, and the "
+                    "mean accuracy estimated from the judge's scores corrected by the labels (prediction-powered "
+                    f"inference) beside the judge-only mean, each with a 95% interval. Writes {AGREEMENT_FILE} "
+                    "into the run folder. Human scores: the corrected accuracy, else correct 5, partly 3, wrong 1. "
+                    "Label answers picked at random (not the ones that look wrong): the prediction-powered "
+                    "interval assumes it.",
+        epilog="example: lab agree turn13 ~/Downloads/labels.json")
+    agr.add_argument("run", metavar="RUN", help="an experiment NAME (its latest run) or a run folder")
+    agr.add_argument("labels", type=Path, metavar="LABELS", help="the labels.json downloaded from the run's report")
+    agr.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
+
+    chk = sub.add_parser(
+        "judge-check", help="perturbation checks of a run's judge on more questions (or of another method)",
+        description="Judge the reference answers of a judged run's questions and controlled corruptions of them "
+                    "(a wrong figure, date or name; a fact left out; an unrelated true fact added; a paraphrase; "
+                    "a refusal) and report how often each scores as it should: sensitivity (the targeted "
+                    "dimension drops), specificity (the others stay within one point) and invariance "
+                    "(a paraphrase stays within one point). With --method, another judging method is checked "
+                    "and also scores the run's real answers, beside the run's judge. Writes "
+                    "judge-check-<method>-n<N>.json into the run folder. Model calls are cached.",
+        epilog="example: lab judge-check turn13 --n 100 --method rubric-expected")
+    chk.add_argument("run", metavar="RUN", help="an experiment NAME (its latest run) or a run folder")
+    chk.add_argument("--n", type=int, default=100, help="questions checked, stratified by category (default 100)")
+    chk.add_argument("--method", choices=METHODS, default=None, help="judging method (default: the run's)")
+    chk.add_argument("--seed", type=int, default=None, help="sampling seed (default: the run's)")
+    chk.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
+    chk.add_argument("--cache", type=Path, help="cache folder (default: $LAB_CACHE or ~/.cache/lab)")
+    chk.add_argument("--no-progress", action="store_true", help="no progress bars (progress lines are logged instead)")
+    common(chk)
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _interval(m: dict) -> str:
+    ci = m.get("ci")
+    return f"{_num(m['mean'], 2)} [{_num(ci[0], 2)}, {_num(ci[1], 2)}]" if ci else f"{_num(m['mean'], 2)} (no interval)"
+
+
+def agreement_lines(a: dict) -> list[str]:
+    """The terminal view of an ``agreement.json``."""
+    out = [f"judge-human agreement: run {a['run']}, {a['n_pairs']} labelled of {a['n_judged']} judged answers "
+           f"(judge {a['judge']['model']}, prompt {a['judge']['prompt_version']})"]
+    out.append(f"{'':<16}{'n':>5}{'kappa (linear)':>16}{'spearman':>10}")
+    rows = [("overall", a["overall"])] + list(a["by_category"].items())
+    for name, row in rows:
+        why = row["kappa"]["why"] or row["spearman"]["why"]
+        out.append(f"{name:<16}{row['n']:>5}{_num(row['kappa']['value']):>16}{_num(row['spearman']['value']):>10}"
+                   + (f"   ({why})" if why else ""))
+    c = a["overall"]["confusion"]
+    out.append("human \\ judge   " + "".join(f"{k:>9}" for k in c))
+    out += [f"{h:<16}" + "".join(f"{n:>9}" for n in row.values()) for h, row in c.items()]
+    judge, ppi = a["accuracy_mean"]["judge_only"], a["accuracy_mean"]["ppi"]
+    out.append(f"mean accuracy, judge only:           {_interval(judge)} over {judge['n']} answers")
+    rect = "-" if ppi["rectifier"] is None else f"{ppi['rectifier']:+.2f}"
+    how = f"{ppi['n_labelled']} labelled, {ppi['n_unlabelled']} not; human - judge on the labelled {rect}"
+    label = "human labels only" if ppi["n_unlabelled"] == 0 else "judge + labels (PPI)"
+    out.append(f"mean accuracy, {label + ':':<22}{_interval(ppi)} ({how})"
+               + (f" ({ppi['why']})" if ppi.get("why") else ""))
+    if a["disagreements"]:
+        shown = a["disagreements"][:8]
+        out.append("disagreements (human vs judge): " + ", ".join(f"{d['id']} {d['human']} vs {d['judge']}"
+                                                                for d in shown)
+                   + (f" and {len(a['disagreements']) - len(shown)} more" if len(a["disagreements"]) > 8 else ""))
+    if a["left_out"]:
+        out.append("left out: " + ", ".join(f"{x['id']} ({x['why']})" for x in a["left_out"]))
+    out += [f"warning: {w}" for w in a["warnings"]]
+    return out
+
+
+def cmd_agree(args: argparse.Namespace) -> int:
+    folder = resolve_run(args.run, args.reports)
+    result = judge_agreement(folder, args.labels.expanduser())
+    out = write_agreement(folder, result)
+    print("\n".join(agreement_lines(result)))
+    print(f"wrote {out}")
+    return 0
+
+
+def check_lines(out: dict) -> list[str]:
+    """The terminal view of a judge-check result."""
+    s = out["summary"]
+    lines = [f"judge checks ({out['method']}, {out['n']} questions, seed {out['seed']}):"]
+    for kind, row in s["kinds"].items():
+        parts = [f"{measure} {dim} {share:.0%}" for measure in ("sensitivity", "specificity", "invariance")
+                 for dim, share in (row.get(measure) or {}).items() if share is not None]
+        lines.append(f"  {kind:<11} n={row['n']:<4} " + (", ".join(parts) or "not measured")
+                     + (f" ({row['n_skipped']} skipped)" if row["n_skipped"] else ""))
+    met = [g for g in s["goals"] if g["met"]]
+    lines.append(f"  goals met: {len(met)} of {len(s['goals'])}")
+    for g in s["goals"]:
+        share = "-" if g["share"] is None else f"{g['share']:.0%}"
+        mark = "ok" if g["met"] else "NO"
+        lines.append(f"    {mark:<3}{g['measure']} {g['kind']} {g['dimension']}: {share} (goal {g['goal']:.0%})")
+    d = out.get("differs") or {}
+    if d.get("share") is not None:
+        lines.append(f"  completeness and relevance differ by >= {d['by']} on {d['share']:.0%} of {d['n']} real answers")
+    for dim, a in (out.get("agreement_with_run_judge") or {}).items():
+        if a["spearman"] is not None:
+            lines.append(f"  {dim}: Spearman {a['spearman']:.2f} with the run's judge, mean |diff| {a['mean_abs_diff']:.2f}")
+    sec = out.get("seconds") or {}
+    if sec:
+        lines.append(f"  model time {sec['model']:.0f} s, {sec['per_answer']:.2f} s per judged answer ({sec['calls']} calls)")
+    return lines
+
+
+def cmd_judge_check(args: argparse.Namespace) -> int:
+    folder = resolve_run(args.run, args.reports)
+    from lab.eval.judge_checks import check_run  # loads the model libraries: only when checking
+
+    cache = args.cache.expanduser().resolve() if args.cache else cache_dir()
+    out = check_run(folder, args.n, args.method, Path.cwd(), cache, not args.no_progress, args.seed)
+    path = folder / f"judge-check-{out['method']}-n{out['n']}.json"
+    write_atomic(path, json.dumps(out, indent=1, ensure_ascii=False) + "\n")
+    print("\n".join(check_lines(out)))
+    print(f"wrote {path}")
+    return 0
+
+
+COMMANDS = {"agree": cmd_agree, "judge-check": cmd_judge_check}
