@@ -104,10 +104,11 @@ class JudgeConfig(Strict):
         "another question's reference (should score 1), and report the separation.",
     )
     max_attempts: int = Field(3, gt=0, description="Tries per judgement before it is recorded as failed.")
-    method: Literal[JUDGE_METHODS] | None = Field(
-        None, description="How scores are read: rubric (judge-v1's JSON reply; also when null), rubric-expected "
-        "(judge-v1's score tokens' expected value), per-dimension (one rubric per call, expected digit) or "
-        "claims (the reference's facts, yes/no each). All but rubric need a local model.")
+    method: Literal[JUDGE_METHODS] = Field(
+        "rubric-expected", description="How scores are read: rubric-expected (the default for local models: "
+        "the expected value of the prompt's score tokens, from their probabilities), rubric (the JSON reply's "
+        "digits; the default for remote models, which give no probabilities), per-dimension (one rubric per "
+        "call, expected digit) or claims (the reference's facts, yes/no each).")
     checks: int | None = Field(
         None, ge=0, description="Perturbation checks: questions sampled (seeded, by category) whose reference "
         "answer is corrupted (wrong fact, partial, padded, paraphrase, refusal) and judged. null: 20; 0: off.")
@@ -118,9 +119,12 @@ class JudgeConfig(Strict):
 
     @model_validator(mode="after")
     def _local_method(self) -> "JudgeConfig":
-        if self.method not in (None, "rubric") and self.llm.backend != "llama_cpp":
-            raise ValueError(f"judge.method {self.method} reads next-token probabilities, which only a local model "
-                             "gives: set judge.llm.backend to llama_cpp, or judge.method to rubric")
+        if self.method != "rubric" and self.llm.backend != "llama_cpp":
+            if "method" not in self.model_fields_set:  # the default, for a model that gives no probabilities
+                self.method = "rubric"
+            else:
+                raise ValueError(f"judge.method {self.method} reads next-token probabilities, which only a local "
+                                 "model gives: set judge.llm.backend to llama_cpp, or judge.method to rubric")
         return self
 
 

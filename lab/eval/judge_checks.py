@@ -152,6 +152,8 @@ def check_run(run_dir: Path, n: int, method: str | None, project_root: Path | No
     def runner(fn: Callable, keys: list) -> list:
         return run_all(fn, keys, "judge check", show_progress, llm.concurrency)
 
+    run_method = (results["config"].get("judge") or {}).get("method") or "rubric"  # runs before methods: rubric
+    method = method or run_method
     score = scorer(llm, plan, method)
     t0, calls0 = time.perf_counter(), llm.usage.calls
     out = run_checks(items, min(n, len(items)), seed, score, paraphraser_for(gen), [], runner)
@@ -167,7 +169,7 @@ def check_run(run_dir: Path, n: int, method: str | None, project_root: Path | No
         rho = spearmanr(a, b).statistic if len(pairs) > 2 and len(set(a)) > 1 and len(set(b)) > 1 else None
         agreement[d] = {"n": len(pairs), "spearman": None if rho is None else float(rho),
                         "mean_abs_diff": sum(abs(x - y) for x, y in zip(a, b)) / len(pairs) if pairs else None}
-    return {**out, "method": method or plan.cfg.method or "rubric", "run": results.get("run_id"),
+    return {**out, "method": method, "run_method": run_method, "run": results.get("run_id"),
             "judge_model": plan.llm.describe().get("model"),
             "differs": differs([m for m in mine if m is not None]), "agreement_with_run_judge": agreement,
             "seconds": {"wall": wall, "model": llm.usage.seconds, "answers_judged": judged + len(real),

@@ -235,7 +235,8 @@ def _models(cfg: ExperimentConfig, plans: ModelPlans, judge: JudgePlan | None, p
     if judge is not None:
         p = judge.prompt
         out["judge"] = {**judge.llm.describe(), "prompt_version": p.version, "prompt_sha256": p.sha256,
-                        "calibration": cfg.judge.calibration, "max_attempts": cfg.judge.max_attempts}
+                        "calibration": cfg.judge.calibration, "max_attempts": cfg.judge.max_attempts,
+                        "method": cfg.judge.method}
     return out
 
 
