@@ -5,7 +5,8 @@ each reference answer and its perturbations (wrong fact, partial, padded, paraph
 :mod:`lab.eval.perturb`), with the judge and generator of an experiment config (turn13's local
 Qwen2.5-Coder-1.5B by default). Writes one ``<method>.json`` per candidate and ``table.md``
 (sensitivity, specificity, invariance, goals met, model seconds per judged answer) into --out.
-Everything is cached by content: a rerun takes seconds.
+Everything is cached by content: a rerun takes seconds. ``--table DIR ...`` prints one table
+merged from several such folders (the README's).
 
     .venv/bin/python scripts/judge_candidates.py --eval ../shared/benchmarks/insurellm/tests.jsonl \\
         --n 60 --methods rubric rubric-expected --out reports/_judge/insurellm
@@ -56,21 +57,37 @@ def table(outs: dict[str, dict]) -> str:
     lines.append("| goals met | | | " + " | ".join(
         f"{sum(bool(g['met']) for g in outs[m]['summary']['goals'])} of {len(outs[m]['summary']['goals'])}"
         for m in methods) + " |")
-    lines.append("| model s per judged answer | | | " + " | ".join(
+    lines.append("| model s per judged answer, this pass (cache hits cost 0) | | | " + " | ".join(
         f"{outs[m]['seconds']['per_answer']:.2f}" for m in methods) + " |")
     return "\n".join(lines) + "\n"
 
 
+def merged(folders: list[Path]) -> str:
+    """One table from the ``<method>.json`` files of several --out folders (other prompts, sizes)."""
+    outs = {}
+    for folder in folders:
+        for path in sorted(folder.glob("*.json")):
+            out = json.loads(path.read_text(encoding="utf-8"))
+            outs[f"{out['method']} ({out.get('prompt') or 'judge-v1'}, n={out['n']})"] = out
+    return table(outs)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--eval", required=True, type=Path, help="eval set (JSONL)")
+    ap.add_argument("--table", nargs="+", type=Path, help="only print one table merged from these --out folders")
+    ap.add_argument("--eval", type=Path, help="eval set (JSONL)")
     ap.add_argument("--config", default="turn13", help="experiment whose judge and generator are used")
     ap.add_argument("--n", type=int, default=60, help="questions sampled (stratified by category)")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     ap.add_argument("--prompt", default=None, help="judge prompt (default: the config's, judge-v1)")
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path)
     args = ap.parse_args()
+    if args.table:
+        print(merged(args.table))
+        return 0
+    if args.eval is None or args.out is None:
+        ap.error("--eval and --out are needed to run the checks")
     cfg = load_experiment(args.config, ROOT / "experiments",
                           {"judge": {"prompt": args.prompt}} if args.prompt else None)
     plan = resolve_judge(cfg.judge, ROOT)

@@ -88,14 +88,12 @@ def judge_screenshots(run_dir: Path, out: Path, b=None) -> list[Path]:
         with browser() as b:
             return judge_screenshots(run_dir, out, b)
     page = Page(b, run_dir / "report.html")
-    page.locator("#judge-check-items summary").click()
     shots = [shoot(page, out / "report-judge-checks.png", selector="#judge-checks")]
     page.evaluate("localStorage.clear()")
     page.locator("#questions tr.qrow").nth(0).click()
     page.locator("#questions tr.qdetail:not([hidden]) .hl button[data-label='partly']").click()
     page.evaluate("document.querySelector('#labels-bar').scrollIntoView()")
     shots.append(shoot(page, out / "report-labels.png", selector="#questions tr.qdetail:not([hidden])"))
-    shots.append(shoot(page, out / "report-labels-bar.png", selector="#labels-bar"))
     return shots
 
 
