@@ -136,7 +136,10 @@ def check_run(run_dir: Path, n: int, method: str | None, project_root: Path | No
     results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
     with open(run_dir / "samples.jsonl", encoding="utf-8") as fh:
         samples = [json.loads(line) for line in fh if line.strip()]
-    cfg = ExperimentConfig.model_validate(results["config"])
+    config = json.loads(json.dumps(results["config"]))
+    if (config.get("judge") or {}).get("method", "") is None:  # written before methods had a default
+        del config["judge"]["method"]
+    cfg = ExperimentConfig.model_validate(config)
     if cfg.judge is None or not any(s.get("judgement") for s in samples):
         raise LabError(f"{run_dir}: this run has no judge, so there is nothing to check",
                        hint="run an experiment with a judge section (turn13 has one), then `lab judge-check` it")
