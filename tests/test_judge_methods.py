@@ -346,13 +346,13 @@ def test_the_claims_grader_splits_each_reference_once():
     assert len(model.backend.chats) == 2
 
 
-def test_the_grader_method_overrides_the_plan_and_none_is_the_rubric():
+def test_the_grader_method_overrides_the_plan_and_the_plan_names_the_rubric():
     model = llm()
     per = grader(model, judge_plan("claims"), "per-dimension")
     assert per.method == "per-dimension"
     assert set(per.prompts.versions()) == {"judge-v1", "judge-accuracy-v1", "judge-completeness-v1", "judge-relevance-v1"}
     assert per({"id": "q1", "question": Q, "reference": REF}, ANS)["accuracy"] == pytest.approx(1.75)
-    rubric = grader(model, judge_plan())
+    rubric = grader(model, judge_plan("rubric"))
     assert rubric.method == "rubric"
     rec = rubric({"id": "q1", "question": Q, "reference": REF}, ANS)
     assert (rec["accuracy"], rec["completeness"], rec["relevance"]) == (4, 3, 5)
@@ -385,8 +385,10 @@ def test_probability_methods_need_a_local_model(method):
 
 
 def test_the_rubric_runs_on_any_backend():
-    for method in (None, "rubric"):
-        assert JudgeConfig(method=method, llm=LLMConfig(backend="openai", model="gpt-4.1-mini")).method == method
+    remote = LLMConfig(backend="openai", model="gpt-4.1-mini")
+    assert JudgeConfig(method="rubric", llm=remote).method == "rubric"
+    assert JudgeConfig(llm=remote).method == "rubric"  # the default for a model that gives no probabilities
+    assert JudgeConfig().method == "rubric-expected"  # the default for a local one
     assert JudgeConfig(method="claims").llm.backend == "llama_cpp"
 
 

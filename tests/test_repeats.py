@@ -48,7 +48,7 @@ class Synth:
 
 
 def _setup(repeats):
-    cfg = JudgeConfig(repeats=repeats)
+    cfg = JudgeConfig(repeats=repeats, method="rubric")
     plan = JudgePlan(cfg, LLMPlan(cfg.llm, "judge", "m.gguf", "m:1"), load_prompt("judge-v1", JUDGE_FIELDS))
     judge = LabLLM(plan.llm, None, BySeed())
     samples = [{"id": f"q{i}", "question": f"Q{i}?", "reference_answer": f"R{i}.", "category": "c",
