@@ -96,7 +96,7 @@ def main() -> int:
 
     from lab.eval.stages import Timer, answer_stage, judge_stage, retrieve_stage
 
-    cfg = load_experiment(name, root / "experiments")
+    cfg = load_experiment(name, root / "experiments", {"judge": {"method": "rubric"}})  # judge-v1's JSON calls
     plans = resolve_models(cfg, root)
     judge = resolve_judge(cfg.judge, root)  # config, LLM plan and prompt, as the evaluator resolves them
     if plans.generation is None or judge is None:

@@ -120,8 +120,8 @@ def test_killed_while_answering(tmp_path, baseline):
     kill_when(project, "small", lambda p: rows(p / "cache" / "llm.sqlite", "calls") >= 2)
     stored = rows(project / "cache" / "llm.sqlite", "calls")
     results = resume_and_compare(project, "small", baseline)
-    u = results["llm_usage"]
-    assert u["generation"]["cached"] + u["judge"]["cached"] == stored
+    u = results["llm_usage"]  # the resumed run added exactly the calls it computed: every stored one reused
+    assert rows(project / "cache" / "llm.sqlite", "calls") == stored + sum(u[role]["calls"] for role in u)
 
 
 def test_killed_while_judging(tmp_path, baseline):
@@ -130,4 +130,5 @@ def test_killed_while_judging(tmp_path, baseline):
     stored = rows(project / "cache" / "llm.sqlite", "calls")
     results = resume_and_compare(project, "small", baseline)
     u = results["llm_usage"]
-    assert u["generation"]["calls"] == 0 and u["generation"]["cached"] + u["judge"]["cached"] == stored
+    assert u["generation"]["calls"] == 0
+    assert rows(project / "cache" / "llm.sqlite", "calls") == stored + sum(u[role]["calls"] for role in u)
