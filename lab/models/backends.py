@@ -24,6 +24,21 @@ from lab.errors import LabError
 from lab.models.resolve import LLMPlan
 
 
+def eval_reusing_prefix(llm: Any, tokens: list[int]) -> int:
+    """Evaluate ``tokens`` on a loaded ``Llama``, reusing the longest prefix its KV cache already
+    holds (at least the last token is evaluated, so its logits are fresh); returns that prefix's
+    length. The LLM reranker and probability-weighted judging both score this way."""
+    cached = llm.input_ids[: llm.n_tokens].tolist()
+    common = 0
+    for a, b in zip(cached, tokens):
+        if a != b:
+            break
+        common += 1
+    llm.n_tokens = min(common, len(tokens) - 1)
+    llm.eval(tokens[llm.n_tokens :])
+    return common
+
+
 @dataclass
 class Completion:
     text: str
@@ -126,14 +141,7 @@ class LlamaCppBackend:
             limit = self.plan.cfg.n_ctx - 1
             if len(tokens) > limit:  # keep the head and the reply's start
                 tokens = tokens[: limit - 32] + tokens[-32:]
-            cached = llm.input_ids[: llm.n_tokens].tolist()
-            common = 0
-            for a, b in zip(cached, tokens):
-                if a != b:
-                    break
-                common += 1
-            llm.n_tokens = min(common, len(tokens) - 1)  # re-evaluate at least the last token
-            llm.eval(tokens[llm.n_tokens :])
+            common = eval_reusing_prefix(llm, tokens)
             logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)
             top = float(logits.max())
             log_z = top + float(np.log(np.exp(logits - top).sum()))

@@ -17,7 +17,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from lab.errors import LabError
-from lab.models.backends import llama_class
+from lab.models.backends import eval_reusing_prefix, llama_class
 from lab.models.resolve import model_fingerprint
 from lab.prompts import load_prompt
 
@@ -83,14 +83,7 @@ class LlamaCppRelevanceScorer:
         limit = self.n_ctx - 1
         if len(tokens) > limit:  # keep the head and the answer cue
             tokens = tokens[: limit - 16] + tokens[-16:]
-        cached = llm.input_ids[: llm.n_tokens].tolist()
-        common = 0
-        for a, b in zip(cached, tokens):
-            if a != b:
-                break
-            common += 1
-        llm.n_tokens = min(common, len(tokens) - 1)  # re-evaluate at least the last token
-        llm.eval(tokens[llm.n_tokens :])
+        common = eval_reusing_prefix(llm, tokens)
         self.tokens_evaluated += len(tokens) - common
         logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
         return float(_logsumexp(logits[self._yes]) - _logsumexp(logits[self._no]))
