@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lab.cli import data, judge
+from lab.cli import data, decide, gate, judge, track
 from lab.config import dump_yaml, load_experiment, retrieval_only
 from lab.config.load import describe
 from lab.errors import LabError
@@ -73,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--retrieval-only", action="store_true",
                      help="skip answers and the judge (sets generation, judge and ragas to null; recorded in "
                           "the run's config)")
+    run.add_argument("--track", action="store_true",
+                     help="log the run to MLflow (needs the mlflow extra; a config's tracking: section does the same)")
     _common(run)
 
     lst = sub.add_parser("list", help="list experiments", epilog="example: lab list")
@@ -168,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(ask)
     data.add_parsers(sub, _common)
     judge.add_parsers(sub, _common)
+    decide.add_parsers(sub, _common)
+    gate.add_parsers(sub, _common)
+    track.add_parsers(sub, _common)
     return parser
 
 
@@ -216,6 +221,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_dir = run_experiment(cfg, _run_opts(args))
     _print_summary(run_dir)
     print(f"report: {run_dir / 'report.html'}")
+    if args.track or cfg.tracking is not None:
+        track.after_run(args, run_dir, cfg.tracking)
     return 0
 
 
@@ -359,7 +366,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 COMMANDS = {"run": cmd_run, "ask": cmd_ask, "compare": cmd_compare, "show": cmd_show, "sweep": cmd_sweep,
             "optimize": cmd_optimize, "list": cmd_list, "validate": cmd_validate, "report": cmd_report,
-            "models": cmd_models, **data.COMMANDS, **judge.COMMANDS}
+            "models": cmd_models, **data.COMMANDS, **judge.COMMANDS,
+            **decide.COMMANDS, **gate.COMMANDS, **track.COMMANDS}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,6 +40,7 @@ from lab.config.schema import (
     ContextConfig,
     DataConfig,
     ExperimentConfig,
+    GateConfig,
     GenerationConfig,
     JudgeConfig,
     LLMConfig,
@@ -49,15 +50,16 @@ from lab.config.schema import (
     SampleConfig,
     TokenBudgetContext,
     TopNContext,
+    TrackingConfig,
 )
 
 __all__ = [
     "ANSWER_SECTIONS", "AutoActivation", "BM25Retriever", "CachesConfig", "CharBudgetContext", "ChunkerConfig",
     "ContextConfig", "DataConfig", "DEFAULT_CATEGORIES", "EmbeddingConfig", "ExperimentConfig", "FixedTokenChunker",
-    "FlagEmbeddingRerankerConfig", "GenerationConfig", "GuardrailConfig", "HybridRetriever", "JudgeConfig",
+    "FlagEmbeddingRerankerConfig", "GateConfig", "GenerationConfig", "GuardrailConfig", "HybridRetriever", "JudgeConfig",
     "KeywordOverlapRerankerConfig", "LLMConfig", "LLMPointwiseRerankerConfig", "LoaderConfig", "MetricsConfig",
     "PageChunker", "RagasConfig", "RecursiveCharacterChunker", "RerankerConfig", "ReportConfig", "RetrieverConfig",
     "SampleConfig", "SCHEMA_VERSION", "SemanticChunker", "SentenceTransformerRerankerConfig", "Strict",
-    "TokenBudgetContext", "TopNContext", "VectorRetriever", "component_names", "dump_yaml", "experiment_path",
+    "TokenBudgetContext", "TopNContext", "TrackingConfig", "VectorRetriever", "component_names", "dump_yaml", "experiment_path",
     "load_experiment", "merge", "retrieval_only", "set_path",
 ]

@@ -183,6 +183,35 @@ class ReportConfig(Strict):
         return self
 
 
+class GateConfig(Strict):
+    """``lab gate``'s defaults for this experiment: the baseline run it must not fall behind, and the
+    metrics it is held to, each with its non-inferiority margin (in the metric's own units)."""
+
+    baseline: str | None = Field(
+        None, description="Baseline run: a run folder (relative to the project root) or an experiment name (its latest run).")
+    metrics: dict[str, float] = Field(
+        default_factory=lambda: {"mrr": 0.02},
+        description="Metric -> margin: the candidate fails when it may be worse than the baseline by more than this.")
+    alpha: float = Field(0.05, gt=0, lt=1, description="Family-wise error rate over the gated metrics (Holm).")
+
+    @model_validator(mode="after")
+    def _margins(self) -> "GateConfig":
+        if not self.metrics:
+            raise ValueError("gate.metrics is empty: name at least one metric and its margin, e.g. {mrr: 0.02}")
+        for metric, margin in self.metrics.items():
+            if margin < 0:
+                raise ValueError(f"gate.metrics.{metric}: the margin {margin} is negative; write how much worse is allowed, e.g. 0.02")
+        return self
+
+
+class TrackingConfig(Strict):
+    """MLflow tracking of every run of this experiment (needs the ``mlflow`` extra)."""
+
+    uri: str | None = Field(
+        None, description="MLflow tracking URI (a server, or sqlite:///path.db); default: sqlite:///mlruns.db in the project root.")
+    experiment: str | None = Field(None, description="MLflow experiment name (default: the lab experiment's name).")
+
+
 class ExperimentConfig(Strict):
     schema_version: Literal[1] = SCHEMA_VERSION
     name: str = Field(description="Set from the file name.")
@@ -202,6 +231,8 @@ class ExperimentConfig(Strict):
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     sample: SampleConfig = Field(default_factory=SampleConfig)
     report: ReportConfig = Field(default_factory=ReportConfig)
+    gate: GateConfig | None = None
+    tracking: TrackingConfig | None = None
 
     @model_validator(mode="after")
     def _rerank_fits(self) -> "ExperimentConfig":
@@ -220,8 +251,9 @@ class ExperimentConfig(Strict):
         return self
 
     def fingerprint(self) -> str:
-        """A stable hash of the resolved config (used to spot edited configs); the sample and the
-        report's colours do not change what a run computes, so they are left out, and so are unset
-        (null) fields, so that a new optional section leaves earlier fingerprints as they were."""
-        body = self.model_dump(mode="json", exclude={"sample", "report"}, exclude_none=True)
+        """A stable hash of the resolved config (used to spot edited configs); the sample, the
+        report's colours, the gate and tracking do not change what a run computes, so they are left
+        out, and so are unset (null) fields, so that a new optional section leaves earlier
+        fingerprints as they were."""
+        body = self.model_dump(mode="json", exclude={"sample", "report", "gate", "tracking"}, exclude_none=True)
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
