@@ -79,10 +79,11 @@ def test_bm25_run_builds_the_full_text_index_once(project):
 def test_sweep_over_alpha_reuses_the_index_and_matches_the_pure_retrievers(project):
     for name in ("small-retrieval", "small-bm25"):
         assert lab(project, "run", name, "--no-progress").returncode == 0
-    p = lab(project, "sweep", "small-hybrid", "--set", "retriever.alpha=0,0.5,1", "--no-progress")
+    p = lab(project, "sweep", "small-hybrid", "--set", "retriever.alpha=0,0.5,1", "--no-progress", "--no-holdout")
     assert p.returncode == 0, p.stderr
     folder = project / "reports" / "_sweep" / "small-hybrid-retriever.alpha"
     summary = json.loads((folder / "sweep.json").read_text())
+    assert summary["holdout"] is False and "optimistic" in summary["optimistic"] and "note: best point" in p.stdout
     assert [r["label"] for r in summary["points"]] == ["alpha=0", "alpha=0.5", "alpha=1"]
     assert all(r["index_reused"] and r["texts_embedded"] == 0 for r in summary["points"])
     mrr = [r["metrics"]["mrr"] for r in summary["points"]]
@@ -94,6 +95,17 @@ def test_sweep_over_alpha_reuses_the_index_and_matches_the_pure_retrievers(proje
     assert mrr[0] == pytest.approx(sparse["metrics"]["overall"]["mrr"]["mean"])
     assert (folder / "sweep.csv").read_text().splitlines()[0].startswith("retriever.alpha,mrr,ndcg,coverage")
     assert "<svg" in (folder / "sweep.html").read_text()
+    held = lab(project, "sweep", "small-hybrid", "--set", "retriever.alpha=0,0.5,1", "--no-progress")  # held out
+    assert held.returncode == 0, held.stderr
+    s = json.loads((folder / "sweep.json").read_text())
+    assert (s["holdout"], s["n_dev"], s["n_held_out"]) == (True, 3, 3)
+    h, chosen = s["held_out"], s["points"][s["best"]]
+    best_run, _ = load(project / h["best_run"])  # run paths are as given: under reports/
+    assert h["best"]["mrr"] == pytest.approx(best_run["metrics"]["overall"]["mrr"]["mean"])
+    assert best_run["config"]["retriever"]["alpha"] == chosen["point"]["retriever.alpha"]
+    assert h["dev"]["base"] == s["points"][1]["metrics"]["mrr"]  # the grid's alpha 0.5 is the base
+    assert h["optimism"] == pytest.approx(chosen["metrics"]["mrr"] - h["best"]["mrr"]) and h["paired"]["n"] == 3
+    assert "held-out" in held.stdout and "optimism" in held.stdout
     bad = lab(project, "sweep", "small-hybrid", "--set", "retriever.alpha=0,2")
     assert bad.returncode == 2 and "sweep point alpha=2" in bad.stderr and "less than or equal to 1" in bad.stderr
 

@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from lab.errors import ConfigError
-from lab.eval.optimize import parse_range, split_rows
+from lab.eval.holdout import split_rows
+from lab.eval.optimize import parse_range
 from runs import lab
 
 
@@ -45,7 +46,11 @@ def test_optimize_searches_checks_held_out_and_writes_a_config(project):
     assert sorted(dev_ids + held_ids) == ["f1", "f2", "f3", "f4", "f5", "f6"]
     best = s["points"][s["best"]]
     assert best["metrics"]["mrr"] == max(p["metrics"]["mrr"] for p in s["points"])
-    assert set(s["held_out"]) == {"best", "base"} and 0 <= s["held_out"]["best"]["mrr"] <= 1
+    h = s["held_out"]
+    assert {"best", "base", "paired", "optimism"} <= set(h) and 0 <= h["best"]["mrr"] <= 1
+    assert h["optimism"] == pytest.approx(best["metrics"]["mrr"] - h["best"]["mrr"])
+    assert (h["paired"]["n"], h["paired"]["delta"]) == (3, pytest.approx(h["best"]["mrr"] - h["base"]["mrr"]))
+    assert h["base_point"] == {"chunker.chunk_size": 200, "retriever.top_k": 3}  # small-retrieval's own
     cfg = yaml.safe_load((project / "experiments" / "small-retrieval-optimized.yaml").read_text())
     assert cfg["extends"] == "small-retrieval"
     assert cfg["chunker"]["chunk_size"] == best["point"]["chunker.chunk_size"]

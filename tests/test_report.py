@@ -177,4 +177,4 @@ def test_one_name_run_twice_is_labelled_by_run_and_warned(tmp_path):
     assert "a was run with 2 different resolved configs" in html
     assert 'href="../../a/20261122-100000/report.html"' in html
     v = compare_view(runs)
-    assert v["pairs"][0]["rows"][0]["overall"]["verdict"] == "no detectable difference"
+    assert v["pairs"][0]["rows"][0]["overall"]["verdict"] == "no detectable difference (no question changed)"

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from lab.report.stats import bootstrap_ci, paired, permutation_p, sign_test_p
+from lab.report.stats import benjamini_hochberg, bootstrap_ci, holm, paired, paired_deltas, permutation_p, sign_test_p
 
 
 def test_bootstrap_of_constant_and_single_values_is_a_point():
@@ -74,3 +74,32 @@ def test_paired_uses_shared_questions_and_b_minus_a():
 def test_paired_without_shared_questions():
     s = paired({"a": 1.0}, {"b": 1.0})
     assert s.n == 0 and s.delta is None and s.ci is None and not s.significant()
+
+
+def test_paired_deltas_are_b_minus_a_on_shared_questions():
+    a = {"q1": 0.0, "q2": 0.5, "q3": None, "q4": 1.0}
+    b = {"q1": 1.0, "q2": 0.25, "q3": 1.0, "q5": 0.0}
+    assert paired_deltas(a, b).tolist() == [1.0, -0.25]  # q3 has no value in A; q4, q5 are in one run only
+    assert paired_deltas({}, b).tolist() == []
+
+
+# Holm on (0.01, 0.04, 0.03, 0.20), by hand: sorted 0.01, 0.03, 0.04, 0.20 times 4, 3, 2, 1 gives
+# 0.04, 0.09, 0.08, 0.20; made non-decreasing: 0.04, 0.09, 0.09, 0.20; back in the given order.
+# Benjamini-Hochberg, by hand: p * 4 / rank gives 0.04, 0.06, 0.0533, 0.20; the running minimum
+# from the largest rank down: 0.04, 0.0533, 0.0533, 0.20.
+P = [0.01, 0.04, 0.03, 0.20]
+
+
+def test_holm_by_hand():
+    assert holm(P) == pytest.approx([0.04, 0.09, 0.09, 0.20])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert holm([0.03]) == [0.03] and holm([]) == []
+
+
+def test_benjamini_hochberg_by_hand_and_against_scipy():
+    from scipy.stats import false_discovery_control
+
+    assert benjamini_hochberg(P) == pytest.approx([0.04, 0.16 / 3, 0.16 / 3, 0.20])
+    ps = np.random.default_rng(3).uniform(0, 0.2, 40)
+    assert benjamini_hochberg(ps) == pytest.approx(false_discovery_control(ps, method="bh").tolist())
+    assert benjamini_hochberg([]) == []

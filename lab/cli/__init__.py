@@ -115,9 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw = sub.add_parser(
         "sweep", help="run an experiment over a grid of dials (index reused), table + chart of the metric",
         description="Run experiments/NAME.yaml once per point of a grid of config values (--set PATH=V1,V2,...; "
-                    "several --set make a grid), retrieval only unless --answers. Points that change only "
-                    "retrieval dials reuse one index and every cached embedding. Prints a table with the best "
-                    "point marked and writes reports/_sweep/<NAME>-<dials>/sweep.html, sweep.json, sweep.csv.",
+                    "several --set make a grid), retrieval only unless --answers, on one index and every cached "
+                    "embedding. The points run on a dev split (stratified, seeded by --seed, as optimize's); the best "
+                    "and the base on the held-out rest. Writes reports/_sweep/<NAME>-<dials>/sweep.html, .json, .csv",
         epilog="example: lab sweep hybrid --set retriever.alpha=0,0.25,0.5,0.75,1",
     )
     sw.add_argument("name", metavar="NAME")
@@ -125,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="a config path and its values, e.g. retriever.alpha=0,0.5,1 (repeatable)")
     sw.add_argument("--metric", default="mrr", help="the metric that picks the best point (default: mrr)")
     sw.add_argument("--answers", action="store_true", help="also answer and judge at every point (slow)")
+    sw.add_argument("--dev-fraction", type=float, default=0.5, help="share of questions for the points (default 0.5)")
+    sw.add_argument("--no-holdout", action="store_true", help="every point on every question (optimistic best)")
     _run_options(sw)
     _common(sw)
 
@@ -218,6 +220,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from lab.eval.runner import run_experiment  # heavy (see the top of this module)
 
     cfg = load_experiment(args.name, args.experiments, _overrides(args))
+    track.require(args, cfg)  # with --track or a tracking: section, mlflow must import: fail before running
     run_dir = run_experiment(cfg, _run_opts(args))
     _print_summary(run_dir)
     print(f"report: {run_dir / 'report.html'}")
@@ -331,7 +334,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     catalog.check(args.metric)
     dials = [parse_dial(d) for d in args.dials]
     folder = run_sweep(args.name, args.experiments, dials, _overrides(args), _run_opts(args), args.metric,
-                       args.answers)
+                       args.answers, not args.no_holdout, args.dev_fraction)
     print("\n".join(table(json.loads((folder / "sweep.json").read_text()))))
     print(f"sweep: {folder / 'sweep.html'}")
     return 0

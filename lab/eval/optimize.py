@@ -24,10 +24,10 @@ import optuna
 
 from lab.config import ExperimentConfig, load_experiment, merge, retrieval_only, set_path
 from lab.errors import ConfigError
-from lab.eval.evalset import EvalRow, load_eval_set, stratified_sample
+from lab.eval.holdout import DEV_FRACTION, SEED, held_out_check, write_split
 from lab.eval.runner import RunOptions
-from lab.eval.sweep import run_point
-from lab.paths import project_path, write_atomic
+from lab.eval.sweep import config_value, run_point
+from lab.paths import write_atomic
 from lab.report.sweep import render_sweep
 
 log = logging.getLogger(__name__)
@@ -62,30 +62,15 @@ def parse_range(spec: str) -> Range:
     return Range(tuple(m.group(1).split(".")), low, high, step, integer)
 
 
-def split_rows(rows: list[EvalRow], dev_fraction: float, seed: int) -> tuple[list[EvalRow], list[EvalRow]]:
-    """(dev, held-out): a stratified seeded sample of ``dev_fraction`` of the rows, and the rest."""
-    dev = stratified_sample(rows, max(1, round(len(rows) * dev_fraction)), seed)
-    dev_ids = {r.id for r in dev}
-    return dev, [r for r in rows if r.id not in dev_ids]
-
-
-def _write_rows(path: Path, rows: list[EvalRow]) -> None:
-    write_atomic(path, "".join(r.model_dump_json(exclude_none=True) + "\n" for r in rows))
-
-
 def run_optimize(name: str, experiments_dir: Path, ranges: list[Range], base_overrides: dict, opts: RunOptions,
-                 metric: str = "mrr", trials: int = 12, dev_fraction: float = 0.5, seed: int = 13,
+                 metric: str = "mrr", trials: int = 12, dev_fraction: float = DEV_FRACTION, seed: int = SEED,
                  write_config: bool = True) -> dict:
     base = load_experiment(name, experiments_dir, base_overrides)
-    eval_set = load_eval_set(project_path(opts.project_root, base.data.eval_set), base.data.categories)
-    dev, held = split_rows(eval_set.rows, dev_fraction, seed)
     folder = opts.reports_root / "_optimize" / f"{name}-{metric}"
-    folder.mkdir(parents=True, exist_ok=True)
-    _write_rows(folder / "dev.jsonl", dev)
-    _write_rows(folder / "held-out.jsonl", held)
-    def config(values: dict, split: str, label: str) -> ExperimentConfig:
-        overrides = retrieval_only(merge(base_overrides, {"data": {"eval_set": str((folder / f"{split}.jsonl").resolve())},
-                                                          "sample": {"limit": None}}))
+    split = write_split(base, opts.project_root, folder, dev_fraction, seed)
+
+    def config(values: dict, half: str, label: str) -> ExperimentConfig:
+        overrides = retrieval_only(merge(base_overrides, split.overrides(half)))
         for r in ranges:
             if r.name in values:
                 overrides = set_path(overrides, r.path, values[r.name])
@@ -125,11 +110,12 @@ def run_optimize(name: str, experiments_dir: Path, ranges: list[Range], base_ove
     held_best = evaluate(config(best_values, "held-out", "best"))
     held_base = evaluate(config({}, "held-out", "base"))
     summary = {
-        "experiment": name, "metric": metric, "trials": trials, "seed": seed, "dev_fraction": dev_fraction,
-        "n_dev": len(dev), "n_held_out": len(held), "space": {r.name: [r.low, r.high, r.step] for r in ranges},
+        "experiment": name, "metric": metric, "trials": trials, **split.as_dict(),
+        "space": {r.name: [r.low, r.high, r.step] for r in ranges},
         "dials": {r.name: sorted({p["point"][r.name] for p in points}) for r in ranges},
         "best": best, "best_values": best_values, "points": points,
-        "held_out": {"best": held_best["metrics"], "base": held_base["metrics"]},
+        "held_out": held_out_check(metric, held_best, held_base, points[best]["metrics"].get(metric),
+                                   base_point={r.name: config_value(base, r.path) for r in ranges}),
     }
     if write_config:
         summary["config"] = str(_write_config(name, experiments_dir, best_values, summary))

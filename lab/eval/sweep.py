@@ -1,11 +1,18 @@
-"""``lab sweep``: one experiment over a grid of numeric dials, the index reused.
+"""``lab sweep``: one experiment over a grid of numeric dials, the index reused, the best point
+checked on questions it was not chosen on.
 
 Every point is the experiment's config with the dials set (``--set retriever.alpha=0,0.5,1``;
 several ``--set`` make a grid), validated like any config, run like ``lab run`` (retrieval only
 unless asked) into ``reports/_sweep/<NAME>-<dials>/<point>/``. Points that differ only in
 retrieval dials share one index and the embedding cache, so a sweep embeds nothing the
-experiment has embedded before. The sweep writes ``sweep.json``, ``sweep.csv`` and
-``sweep.html`` (a chart of the metric per value) and marks the best point.
+experiment has embedded before.
+
+By default the questions are split as ``lab optimize`` splits them (:mod:`lab.eval.holdout`:
+stratified, seeded, half for dev): every point runs on the dev questions, and the best point
+and the base experiment then both run on the held-out ones (``held-out/``), with a paired test
+between them and the optimism of the choice. ``--no-holdout`` runs every point on every question
+and flags the best point as optimistic. The sweep writes ``sweep.json``, ``sweep.csv`` and
+``sweep.html`` (a chart of the metric per value, and the held-out check).
 """
 
 from __future__ import annotations
@@ -21,13 +28,14 @@ from typing import Any
 
 import yaml
 
-from lab.config import ExperimentConfig, load_experiment, retrieval_only, set_path
+from lab.config import ExperimentConfig, load_experiment, merge, retrieval_only, set_path
 from lab.errors import ConfigError
+from lab.eval.holdout import DEV_FRACTION, half_overrides, held_out_check, write_split
 from lab.eval.records import overall_means, read_results
 from lab.eval.runner import RunOptions, run_experiment
 from lab.metrics import catalog
 from lab.paths import inside, write_atomic
-from lab.report.sweep import render_sweep
+from lab.report.sweep import OPTIMISTIC, held_out_lines, point_label, render_sweep
 
 SHOWN = catalog.names("sweep")
 
@@ -59,45 +67,76 @@ def points(dials: list[Dial]) -> list[dict[str, Any]]:
     return [dict(zip([d.name for d in dials], combo)) for combo in itertools.product(*[d.values for d in dials])]
 
 
-def point_label(point: dict[str, Any]) -> str:
-    return ",".join(f"{k.split('.')[-1]}={v}" for k, v in point.items())
-
-
-def point_configs(name: str, experiments_dir: Path, dials: list[Dial], base_overrides: dict,
-                  answers: bool) -> list[tuple[dict, ExperimentConfig]]:
-    """Every point's validated config; a bad dial fails here, before any run."""
-    out = []
-    for point in points(dials):
-        overrides = dict(base_overrides)
-        for d in dials:
+def point_config(name: str, experiments_dir: Path, dials: list[Dial], point: dict[str, Any], base_overrides: dict,
+                 answers: bool) -> ExperimentConfig:
+    """One point's validated config (``point`` empty: the base experiment), named after the point."""
+    overrides = dict(base_overrides)
+    for d in dials:
+        if d.name in point:
             overrides = set_path(overrides, d.path, point[d.name])
-        if not answers:
-            overrides = retrieval_only(overrides)
-        try:
-            cfg = load_experiment(name, experiments_dir, overrides)
-        except ConfigError as exc:
-            raise ConfigError(f"sweep point {point_label(point)}: {exc.message}", hint=exc.hint) from None
-        out.append((point, cfg))
-    return out
+    if not answers:
+        overrides = retrieval_only(overrides)
+    label = point_label(point) if point else "base"
+    try:
+        cfg = load_experiment(name, experiments_dir, overrides)
+    except ConfigError as exc:
+        raise ConfigError(f"sweep point {label}: {exc.message}", hint=exc.hint) from None
+    return cfg.model_copy(update={"name": f"{name}[{label}]"})
 
 
 def run_sweep(name: str, experiments_dir: Path, dials: list[Dial], base_overrides: dict, opts: RunOptions,
-              metric: str = "mrr", answers: bool = False) -> Path:
-    configs = point_configs(name, experiments_dir, dials, base_overrides, answers)
+              metric: str = "mrr", answers: bool = False, holdout: bool = True,
+              dev_fraction: float = DEV_FRACTION) -> Path:
+    """Run the grid (on the dev questions unless ``holdout`` is off), then the held-out check;
+    the split's seed is the config's ``sample.seed`` (``--seed``, 13 by default)."""
     folder = inside(opts.reports_root / "_sweep", f"{name}-{'-'.join(d.name for d in dials)}")
+    base = load_experiment(name, experiments_dir, base_overrides)
+
+    def config(point: dict, half: str | None) -> ExperimentConfig:
+        over = merge(base_overrides, half_overrides(folder, half, bool(base.data.labels))) if half else base_overrides
+        return point_config(name, experiments_dir, dials, point, over, answers)
+
+    def run(cfg: ExperimentConfig, root: Path = folder) -> dict:
+        return run_point(cfg, opts, root, opts.show_progress)
+
+    # every point's config, validated before any work: a bad dial fails here
+    configs = [(point, config(point, "dev" if holdout else None)) for point in points(dials)]
+    split = write_split(base, opts.project_root, folder, dev_fraction, base.sample.seed) if holdout else None
     folder.mkdir(parents=True, exist_ok=True)
-    rows = []
-    for point, cfg in configs:
-        label = point_label(point)
-        cfg = cfg.model_copy(update={"name": f"{name}[{label}]"})
-        rows.append({"point": point, "label": label, **run_point(cfg, opts, folder, opts.show_progress)})
+    rows = [{"point": point, "label": point_label(point), **run(cfg)} for point, cfg in configs]
     best = best_point(rows, metric)
-    summary = {"experiment": name, "metric": metric, "dials": {d.name: d.values for d in dials},
-               "best": best, "points": rows}
+    summary: dict = {"experiment": name, "metric": metric, "dials": {d.name: d.values for d in dials},
+                     "best": best, "points": rows, "holdout": split is not None}
+    if split is None:
+        summary["optimistic"] = OPTIMISTIC
+    else:
+        summary.update(split.as_dict())
+    if split is not None and best is not None:
+        # the best point and the base on the held-out questions; the base's dev score is its grid
+        # point's when one has its config, else one more run on the dev questions
+        held_best = run(config(rows[best]["point"], "held-out"), folder / "held-out")
+        held_base = run(config({}, "held-out"), folder / "held-out")
+        base_dev = config({}, "dev")
+        same = [i for i, (_, cfg) in enumerate(configs) if _same_config(cfg, base_dev)]
+        dev_base = rows[same[0]]["metrics"] if same else run(base_dev)["metrics"]
+        summary["held_out"] = held_out_check(metric, held_best, held_base, rows[best]["metrics"].get(metric),
+                                             dev_base.get(metric), {d.name: config_value(base, d.path) for d in dials})
     write_atomic(folder / "sweep.json", json.dumps(summary, indent=2))
-    write_atomic(folder / "sweep.csv", to_csv(rows))
+    write_atomic(folder / "sweep.csv", to_csv(summary))
     render_sweep(summary, folder / "sweep.html")
     return folder
+
+
+def _same_config(a: ExperimentConfig, b: ExperimentConfig) -> bool:
+    return a.model_dump(exclude={"name"}) == b.model_dump(exclude={"name"})
+
+
+def config_value(cfg: ExperimentConfig, path: tuple[str, ...]) -> Any:
+    """The value at a dial's path in a config (None where it has none)."""
+    data: Any = cfg.model_dump()
+    for part in path:
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
 
 
 def run_point(cfg: ExperimentConfig, opts: RunOptions, reports_root: Path, show_progress: bool) -> dict:
@@ -115,19 +154,30 @@ def best_point(rows: list[dict], metric: str) -> int | None:
     return -max(scored)[1] if scored else None
 
 
-def to_csv(rows: list[dict]) -> str:
-    keys = list(rows[0]["point"]) if rows else []
+def to_csv(summary: dict) -> str:
+    """One line per point (``questions``: dev, or all without a held-out split), then the best
+    point and the base on the held-out questions (``role`` best / base)."""
+    rows, held = summary["points"], summary.get("held_out")
+    keys = list(summary["dials"])
     metrics = [m for m in SHOWN if rows and m in rows[0]["metrics"]]
     buf = io.StringIO()
     w = csv.writer(buf)
-    w.writerow(keys + metrics + ["seconds", "index_reused", "texts_embedded"])
-    for r in rows:
+    w.writerow(keys + metrics + ["seconds", "index_reused", "texts_embedded", "questions", "role"])
+    questions = "dev" if summary.get("holdout") else "all"
+    for i, r in enumerate(rows):
         w.writerow([r["point"][k] for k in keys] + [r["metrics"].get(m) for m in metrics]
-                   + [round(r["seconds"], 3), r["index_reused"], r["texts_embedded"]])
+                   + [round(r["seconds"], 3), r["index_reused"], r["texts_embedded"], questions,
+                      "best" if i == summary["best"] else ""])
+    if held:
+        for role, point in (("best", rows[summary["best"]]["point"]), ("base", held["base_point"])):
+            w.writerow([point.get(k) for k in keys] + [held[role].get(m) for m in metrics]
+                       + ["", "", "", "held-out", role])
     return buf.getvalue()
 
 
 def table(summary: dict) -> list[str]:
+    """The terminal's summary: the points, the best marked, then the held-out check (or the
+    warning that the best point is optimistic)."""
     rows = summary["points"]
     keys = list(summary["dials"])
     metrics = [m for m in SHOWN if rows and m in rows[0]["metrics"]]
@@ -137,4 +187,4 @@ def table(summary: dict) -> list[str]:
         cells += "".join(f"{r['metrics'][m]:>14,.0f}" if m == "context_chars" else f"{r['metrics'][m]:>14.4f}"
                          for m in metrics)
         lines.append(cells + f"{r['seconds']:>10.1f}" + ("   <- best " + summary["metric"] if i == summary["best"] else ""))
-    return lines
+    return lines + held_out_lines(summary)

@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.metrics import catalog
-from lab.metrics.catalog import fmt, fmt_delta, higher_is_better
+from lab.metrics.catalog import fmt, higher_is_better
 from lab.metrics.retrieval import folded
 from lab.paths import inside, resolve_run, write_atomic
 from lab.report.export import write_exports
 from lab.report.html import NEAR_GOAL, environment, judge_checks_view, judge_method, load_run
-from lab.report.stats import bootstrap_ci, paired
+from lab.report.pairs import adjust, direction, pair_rows, pval
+from lab.report.pairs import lines as pair_lines
+from lab.report.stats import bootstrap_ci
 
 
 def _judge_identity(r: dict) -> tuple | None:
@@ -95,20 +97,10 @@ def table(runs: list[dict]) -> list[str]:
 
 
 def paired_lines(runs: list[Run]) -> list[str]:
-    """The terminal's paired statistics: one line per quality metric and adjacent pair."""
-    out = []
-    for a, b in zip(runs, runs[1:]):
-        for m in catalog.names("compare"):
-            if higher_is_better(m) and m in a.results["metrics"]["overall"] and m in b.results["metrics"]["overall"]:
-                s = paired(a.values(m), b.values(m))
-                if not s.n:
-                    continue
-                verdict = "real" if s.significant() else "not detectable"
-                out.append(f"{a.label} -> {b.label} {m}: delta {fmt_delta(m, s.delta)} "
-                           f"[{fmt_delta(m, s.ci[0])}, {fmt_delta(m, s.ci[1])}] n={s.n}, "
-                           f"p(perm)={s.p_permutation:.4f}, {s.wins}/{s.losses}/{s.ties} w/l/t, "
-                           f"p(sign)={s.p_sign:.4f}: {verdict}")
-    return out
+    """The terminal's paired statistics: one line per quality metric and adjacent pair (adjusted
+    as on the page: see :mod:`lab.report.pairs`), the categories found real, and the method."""
+    pairs, method = paired_view(runs)
+    return pair_lines(pairs, method)
 
 
 def load_results(run_dir: Path) -> dict:
@@ -130,6 +122,8 @@ class Run:
     samples: list[dict]
     label: str = ""
     by_id: dict = field(default_factory=dict)
+    # (the runs' ids, pairs, method) of the list this run heads: see paired_view
+    paired: tuple | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.by_id = {s["id"]: s for s in self.samples}
@@ -152,23 +146,38 @@ def load_runs(refs: list[str], reports_root: Path) -> list[Run]:
     return runs
 
 
-def _direction(metric: str, delta: float | None) -> str:
-    if delta is None or abs(delta) < 1e-12:
-        return "flat"
-    if not higher_is_better(metric):
-        return "flat"
-    return "up" if delta > 0 else "down"
-
-
 def _arrow(delta: float | None) -> str:
     if delta is None or abs(delta) < 1e-12:
         return "="
     return "▲" if delta > 0 else "▼"
 
 
+def _present(runs: list[Run]) -> list[str]:
+    return [m for m in catalog.by_group() if any(m in r.results["metrics"]["overall"] for r in runs)]
+
+
+def _categories(runs: list[Run]) -> list[str]:
+    out: list[str] = []
+    for r in runs:
+        out += [c for c in r.results["metrics"]["by_category"] if c not in out]
+    return out
+
+
+def paired_view(runs: list[Run]) -> tuple[list[dict], dict]:
+    """Each adjacent pair's paired statistics, adjusted together (:mod:`lab.report.pairs`):
+    ``[{"a", "b", "rows"}]`` and the method. Computed once per list of runs."""
+    key = tuple(id(r) for r in runs)  # the terminal lines and the page share one computation
+    if runs[0].paired is None or runs[0].paired[0] != key:
+        present, categories = _present(runs), _categories(runs)
+        pairs = [{"a": a.label, "b": b.label, "rows": pair_rows(a, b, present, categories)}
+                 for a, b in zip(runs, runs[1:])]
+        runs[0].paired = (key, pairs, adjust(pairs))
+    return runs[0].paired[1], runs[0].paired[2]
+
+
 def compare_view(runs: list[Run]) -> dict:
     """Everything ``compare.html`` shows, computed from the runs' files."""
-    present = [m for m in catalog.by_group() if any(m in r.results["metrics"]["overall"] for r in runs)]
+    present = _present(runs)
     story = []
     for m in present:
         base = runs[0].results["metrics"]["overall"].get(m, {}).get("mean")
@@ -179,12 +188,10 @@ def compare_view(runs: list[Run]) -> dict:
             delta = None if i == 0 or mean is None or base is None else mean - base
             cells.append({"mean": mean, "n": None if cell is None else cell["n"],
                           "ci": bootstrap_ci(list(r.values(m).values())) if cell else None,
-                          "delta": delta, "dir": _direction(m, delta), "arrow": _arrow(delta)})
+                          "delta": delta, "dir": direction(m, delta), "arrow": _arrow(delta)})
         story.append({"metric": m, "cells": cells})
 
-    categories: list[str] = []
-    for r in runs:
-        categories += [c for c in r.results["metrics"]["by_category"] if c not in categories]
+    categories = _categories(runs)
     cat_metrics = [m for m in catalog.names("table") if m in present]
     per_category = []
     for m in cat_metrics:
@@ -198,28 +205,20 @@ def compare_view(runs: list[Run]) -> dict:
                     base = mean
                 delta = None if i == 0 or mean is None or base is None else mean - base
                 cells.append({"mean": mean, "n": (row.get(m) or {}).get("n"), "delta": delta,
-                              "dir": _direction(m, delta), "arrow": _arrow(delta)})
+                              "dir": direction(m, delta), "arrow": _arrow(delta)})
             rows.append({"category": cat, "n": max((c["n"] or 0) for c in cells), "cells": cells})
         per_category.append({"metric": m, "rows": rows})
 
-    pairs = []
-    for a, b in zip(runs, runs[1:]):
-        rows = []
-        for m in present:
-            if m not in a.results["metrics"]["overall"] or m not in b.results["metrics"]["overall"]:
-                continue
-            overall = paired(a.values(m), b.values(m)).as_dict()
-            by_cat = [] if not higher_is_better(m) else [  # sizes: the overall row is enough
-                {"category": cat, **paired(a.values(m, cat), b.values(m, cat)).as_dict()} for cat in categories]
-            rows.append({"metric": m, "overall": _verdict(m, overall, b.label), "categories":
-                         [_verdict(m, c, b.label) for c in by_cat if c["n"]], "fmt_delta": fmt_delta})
-        pairs.append({"a": a.label, "b": b.label, "rows": rows, "movers": movers(a, b)})
+    pairs, method = paired_view(runs)
+    for p, (a, b) in zip(pairs, zip(runs, runs[1:])):
+        p["movers"] = movers(a, b)
     return {
         "runs": runs,
         "story": story,
         "categories": categories,
         "per_category": per_category,
         "pairs": pairs,
+        "method": method,
         "charts": [_story_chart(m, story, runs) for m in catalog.names("compare_chart") if m in present],
         "category_charts": [_category_chart(m, categories, runs) for m in MOVER_METRICS if m in present],
         "warnings": warnings([r.results for r in runs]),
@@ -250,18 +249,6 @@ def judge_checks_compare(runs: list[Run]) -> dict | None:
     return {"rows": rows, "changed": changed, "pair": differs.get("pair") or ["completeness", "relevance"],
             "by": differs.get("by", 0.5), "near_goal": NEAR_GOAL,
             "runs": [{"label": r.label, "judge": _judge_name(r.results), "checks": v} for r, v in zip(runs, views)]}
-
-
-def _verdict(metric: str, stats: dict, b_label: str) -> dict:
-    if not stats["n"]:
-        text = "no shared questions"
-    elif stats["significant"]:
-        better = (stats["delta"] > 0) == higher_is_better(metric)
-        text = (f"{b_label} {'better' if better else 'worse'}" if higher_is_better(metric)
-                else f"{b_label} {'higher' if stats['delta'] > 0 else 'lower'}")
-    else:
-        text = "no detectable difference"
-    return {**stats, "verdict": text, "dir": _direction(metric, stats["delta"]) if stats["significant"] else "flat"}
 
 
 def _chunk_view(chunk: dict, keywords: list[str]) -> dict:
@@ -330,12 +317,6 @@ def _category_chart(metric: str, categories: list[str], runs: list[Run]) -> dict
         y += 12 * len(runs) + 10
     return {"metric": metric, "label": catalog.METRICS[metric].label, "width": width, "height": y + 4,
             "groups": groups, "score": catalog.is_score(metric)}
-
-
-def pval(p: float | None) -> str:
-    if p is None:
-        return "-"
-    return "<0.0001" if p < 0.0001 else f"{p:.4f}"
 
 
 def default_folder(runs: list[Run], reports_root: Path) -> Path:

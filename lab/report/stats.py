@@ -6,6 +6,8 @@ Every function is seeded, so a report rendered twice from the same files shows t
 - :func:`paired`: for two runs over the same questions, the mean per-question delta, its
   bootstrap interval, a paired permutation test (random sign flips of the deltas; exact
   enumeration up to 16 non-zero deltas) and a two-sided sign test (exact binomial).
+- :func:`holm` and :func:`benjamini_hochberg`: p-values adjusted for the number of tests read
+  together (statsmodels' ``multipletests``).
 """
 
 from __future__ import annotations
@@ -88,18 +90,29 @@ class Paired:
         return {**asdict(self), "significant": self.significant()}
 
 
+def _shared(a: Mapping[str, float | None], b: Mapping[str, float | None]) -> tuple[np.ndarray, np.ndarray]:
+    """A's and B's values on the questions both have a value for, in A's order."""
+    ids = [q for q in a if q in b and a[q] is not None and b[q] is not None]
+    return (np.asarray([a[q] for q in ids], dtype=float).reshape(-1),
+            np.asarray([b[q] for q in ids], dtype=float).reshape(-1))
+
+
+def paired_deltas(a: Mapping[str, float | None], b: Mapping[str, float | None]) -> np.ndarray:
+    """The per-question deltas B - A that :func:`paired` tests (questions both have a value for)."""
+    xa, xb = _shared(a, b)
+    return xb - xa
+
+
 def paired(a: Mapping[str, float | None], b: Mapping[str, float | None]) -> Paired:
     """Compare per-question values of run A and run B on the questions both have a value for;
     deltas are B - A, so a positive delta means B scored higher."""
-    ids = [q for q in a if q in b and a[q] is not None and b[q] is not None]
-    if not ids:
+    xa, xb = _shared(a, b)
+    if not xa.size:
         return Paired(0, None, None, None, None, None, 0, 0, 0, None)
-    xa = np.asarray([a[q] for q in ids], dtype=float)
-    xb = np.asarray([b[q] for q in ids], dtype=float)
     d = xb - xa
     wins, losses = int(np.sum(d > 0)), int(np.sum(d < 0))
     return Paired(
-        n=len(ids),
+        n=int(d.size),
         mean_a=float(xa.mean()),
         mean_b=float(xb.mean()),
         delta=float(d.mean()),
@@ -107,6 +120,31 @@ def paired(a: Mapping[str, float | None], b: Mapping[str, float | None]) -> Pair
         p_permutation=permutation_p(d),
         wins=wins,
         losses=losses,
-        ties=len(ids) - wins - losses,
+        ties=int(d.size) - wins - losses,
         p_sign=sign_test_p(wins, losses),
     )
+
+
+def _multipletests(pvalues: Sequence[float], method: str) -> list[float]:
+    if not len(pvalues):
+        return []
+    # deferred: statsmodels takes seconds to import, and only a comparison adjusts p-values
+    from statsmodels.stats.multitest import multipletests
+
+    return [float(p) for p in multipletests(np.asarray(pvalues, dtype=float), method=method)[1]]
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given: with the m p-values sorted
+    ``p(1) <= ... <= p(m)``, ``adj(i) = max over j <= i of min(1, (m - j + 1) * p(j))``. Rejecting
+    where ``adj < alpha`` keeps the chance of any false rejection among the m tests (the
+    family-wise error) at most alpha, whatever the dependence between the tests."""
+    return _multipletests(pvalues, "holm")
+
+
+def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:
+    """Benjamini-Hochberg q-values, in the order given: ``q(i) = min over j >= i of
+    min(1, m * p(j) / j)`` over the sorted p-values. Rejecting where ``q < alpha`` keeps the
+    expected share of false rejections among the rejections (the false discovery rate) at most
+    alpha for independent or positively dependent tests."""
+    return _multipletests(pvalues, "fdr_bh")
