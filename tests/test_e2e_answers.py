@@ -45,7 +45,7 @@ def test_answers_judgements_and_calibration_land_on_disk(judged):
         "llama_cpp", "smollm2-135m-instruct", "answer-grounded-v1", 0.0)
     assert gen["context_builder"] == {"name": "top_n", "n": None} and gen["location"].endswith(".gguf")
     assert (judge["model"], judge["prompt_version"], judge["calibration"], judge["method"]) == (
-        "smollm2-135m-instruct", "judge-v1", True, "per-dimension")  # the default method for a local judge
+        "smollm2-135m-instruct", "judge-v1", True, "rubric-expected")  # the default method for a local judge
     assert len(gen["prompt_sha256"]) == 12 and len(judge["prompt_sha256"]) == 12
     usage = results["llm_usage"]
     assert usage["generation"]["calls"] == 6 and usage["generation"]["cached"] == 0
@@ -61,7 +61,7 @@ def test_answers_judgements_and_calibration_land_on_disk(judged):
         assert ctx["chars"] == s["metrics"]["sent_context_chars"] == sum(len(c["text"]) for c in s["retrieved"])
         assert s["metrics"]["answer_chars"] == len(a["text"])
         j = s["judgement"]
-        assert j["status"] in {"ok", "failed"} and j["prompt_version"].startswith("per-dimension:")
+        assert j["status"] in {"ok", "failed"} and j["prompt_version"] == "rubric-expected:judge-v1"
         if j["status"] == "ok":
             assert all(s["metrics"][d] == j[d] and 1 <= j[d] <= 5 for d in DIMENSIONS)
         else:
@@ -219,7 +219,7 @@ def test_judge_checks_land_on_disk_and_add_up(judged):
     _, run, _, proc, _, _ = judged
     results, samples = load(run)
     checks = results["judge_checks"]
-    assert (checks["n"], checks["seed"], checks["method"]) == (6, 13, "per-dimension")  # min(20, 6 questions)
+    assert (checks["n"], checks["seed"], checks["method"]) == (6, 13, "rubric-expected")  # min(20, 6 questions)
     assert sorted(i["id"] for i in checks["items"]) == sorted(s["id"] for s in samples)
     for item in checks["items"]:
         assert set(item["texts"]) == set(KINDS)
@@ -235,7 +235,7 @@ def test_judge_checks_land_on_disk_and_add_up(judged):
     # a paraphrase is asked once, and again when the first try repeats the reference or loses a fact
     asked = sum(1 if (i["texts"]["paraphrase"].get("detail") or {}).get("attempt") == 1 else 2 for i in checks["items"])
     assert results["llm_usage"]["paraphrase"]["calls"] + results["llm_usage"]["paraphrase"]["cached"] == asked
-    assert "judge checks (per-dimension, 6 questions)" in proc.stdout
+    assert "judge checks (rubric-expected, 6 questions)" in proc.stdout
     assert "Judge perturbation checks" in (run / "report.html").read_text()
 
 
@@ -244,7 +244,7 @@ def test_judge_check_cli_checks_another_method_on_the_run(judged):
     p = lab(project, "judge-check", "small", "--n", "4", "--method", "rubric")
     assert p.returncode == 0, p.stderr
     out = json.loads((run / "judge-check-rubric-n4.json").read_text())
-    assert (out["method"], out["run_method"], out["n"]) == ("rubric", "per-dimension", 4) and len(out["items"]) == 4
+    assert (out["method"], out["run_method"], out["n"]) == ("rubric", "rubric-expected", 4) and len(out["items"]) == 4
     scores = [v for it in out["items"] for v in [it["reference"], *it["perturbed"].values()] if v]
     assert scores and all(v[d] in (1, 2, 3, 4, 5) for v in scores for d in DIMENSIONS)  # judge-v1's digits
     assert set(out["agreement_with_run_judge"]) == set(DIMENSIONS)

@@ -388,7 +388,7 @@ def test_the_rubric_runs_on_any_backend():
     remote = LLMConfig(backend="openai", model="gpt-4.1-mini")
     assert JudgeConfig(method="rubric", llm=remote).method == "rubric"
     assert JudgeConfig(llm=remote).method == "rubric"  # the default for a model that gives no probabilities
-    assert JudgeConfig().method == "per-dimension"  # the default for a local one
+    assert JudgeConfig().method == "rubric-expected"  # the default for a local one
     assert JudgeConfig(method="claims").llm.backend == "llama_cpp"
 
 

@@ -105,11 +105,10 @@ class JudgeConfig(Strict):
     )
     max_attempts: int = Field(3, gt=0, description="Tries per judgement before it is recorded as failed.")
     method: Literal[JUDGE_METHODS] = Field(
-        "per-dimension", description="How scores are read: per-dimension (the default for local models: one "
-        "rubric per call, sharing the prompt's prefix, each score the expected value of its digit from the "
-        "next-token probabilities), rubric-expected (one call, the same expectation per dimension), rubric (the "
-        "JSON reply's digits; the default for remote models, which give no probabilities) or claims (the "
-        "reference's facts, yes/no each).")
+        "rubric-expected", description="How scores are read: rubric-expected (the default for local models: "
+        "the expected value of the prompt's score tokens, from their probabilities), rubric (the JSON reply's "
+        "digits; the default for remote models, which give no probabilities), per-dimension (one rubric per "
+        "call, expected digit) or claims (the reference's facts, yes/no each).")
     checks: int | None = Field(
         None, ge=0, description="Perturbation checks: questions sampled (seeded, by category) whose reference "
         "answer is corrupted (wrong fact, partial, padded, paraphrase, refusal) and judged. null: 20; 0: off.")

@@ -175,6 +175,8 @@ def check_run(run_dir: Path, n: int, method: str | None, project_root: Path | No
     return {**out, "method": method, "run_method": run_method, "run": results.get("run_id"),
             "judge_model": plan.llm.describe().get("model"),
             "differs": differs([m for m in mine if m is not None]), "agreement_with_run_judge": agreement,
+            "real": [{"id": it["id"], "run_judge": {d: it["judgement"][d] for d in DIMENSIONS},
+                      "method": None if m is None else {d: m[d] for d in DIMENSIONS}} for it, m in zip(real, mine)],
             "seconds": {"wall": wall, "model": llm.usage.seconds, "answers_judged": judged + len(real),
                         "calls": llm.usage.calls - calls0, "cached": llm.usage.cached,
                         "per_answer": llm.usage.seconds / max(1, judged + len(real))}}
