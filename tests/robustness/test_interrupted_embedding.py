@@ -26,11 +26,13 @@ WORDS = ("policy claim premium broker underwriting coverage deductible renewal p
 
 
 def project_with_many_chunks(root: Path) -> Path:
-    """The fixture project plus 6 generated documents: about 230 chunks of 200 characters."""
+    """The fixture project plus 16 generated documents: about 750 chunks of 200 characters, so a
+    signal sent after the first committed slice lands while many slices are still to come, even on
+    a loaded machine."""
     project = root / "project"
     shutil.copytree(FIXTURES, project)
     rng = random.Random(7)
-    for d in range(6):
+    for d in range(16):
         paragraphs = [f"Section {d}.{p}: " + " ".join(rng.choice(WORDS) for _ in range(60)) + f" (ref {d}-{p})."
                       for p in range(12)]
         (project / "kb" / "generated").mkdir(exist_ok=True)
