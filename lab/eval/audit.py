@@ -25,10 +25,8 @@ from lab.eval.evalset import EvalRow, Reference, same_text
 from lab.eval.excerpts import NEAR_DUPLICATE, locate, near_duplicate_pairs, size_problem
 from lab.metrics.aggregate import SMALL_CATEGORY
 from lab.metrics.retrieval import folded
+from lab.report.power import RHO  # the assumed correlation of two pipelines' per-question values
 
-#: The assumed correlation of two pipelines' per-question MRR on the same questions (pipelines
-#: that share most of their parts rank alike; the higher it is, the smaller the detectable change).
-RHO = 0.5
 ALPHA, POWER = 0.05, 0.80
 
 

@@ -31,6 +31,8 @@ from typing import Mapping, Sequence
 import numpy as np
 from scipy import stats
 
+from lab.report.stats import holm as holm_adjusted
+
 METHOD = "one-sided paired t-test of the per-question drop against the margin, Holm-adjusted across the metrics"
 
 
@@ -66,11 +68,9 @@ def one_sided(drops: Sequence[float], margin: float) -> OneSided:
 def holm(p_values: Sequence[float], alpha: float) -> tuple[list[float], list[float]]:
     """Holm-adjusted p-values (statsmodels) and, for each hypothesis, the one-sided level of its
     confidence bound under Holm's step-down (see the module docstring)."""
-    from statsmodels.stats.multitest import multipletests  # statsmodels takes a second to import: only here
-
     p = np.asarray(p_values, dtype=float)
     m = p.size
-    adjusted = [float(x) for x in multipletests(p, alpha=alpha, method="holm")[1]]
+    adjusted = holm_adjusted(p_values)
     levels = [0.0] * m
     stopped_at: int | None = None  # the first step (0-based, in sorted order) that fails
     for step, i in enumerate(np.argsort(p, kind="stable")):
