@@ -41,7 +41,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from lab.errors import LabError
 from lab.paths import safe_name
-from lab.report.html import values
+from lab.report.html import load_run, values
 from lab.report.stats import bootstrap_ci
 
 log = logging.getLogger(__name__)
@@ -270,12 +270,9 @@ def _millis(results: dict) -> tuple[int | None, int | None]:
 
 def read_run(run_dir: Path) -> tuple[dict, list[dict]]:
     """``results.json`` and, where there is one, ``samples.jsonl`` (the intervals need it)."""
-    results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
-    path = run_dir / "samples.jsonl"
-    if not path.is_file():
-        return results, []
-    with open(path, encoding="utf-8") as fh:
-        return results, [json.loads(line) for line in fh if line.strip()]
+    if (run_dir / "samples.jsonl").is_file():
+        return load_run(run_dir)
+    return json.loads((run_dir / "results.json").read_text(encoding="utf-8")), []
 
 
 # ---------------------------------------------------------------------------------------------
