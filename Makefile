@@ -23,7 +23,7 @@ uv_check = $(UV) pip check --python $(1) 2>&1 | grep -E '^The package' | grep -v
 	&& { echo "unmet requirements: pyproject.toml changed without \`make lock\`?"; exit 1; } || true
 LOCK := requirements.lock
 LOCK313 := requirements-py313.lock
-LOCK_EXTRAS := --extra dev --extra local-llm --extra flag --extra ragas --extra mlflow
+LOCK_EXTRAS := --extra dev --extra local-llm --extra flag --extra ragas --extra mlflow --extra ray
 TORCH_VERSION := 2.13.0
 # where this machine's pip finds the CPU torch file (`pip config list`: find-links); only `make lock` needs it
 TORCH_WHEELS ?= /opt/wheels
