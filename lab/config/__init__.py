@@ -2,6 +2,8 @@
 loading with ``extends:`` and overrides (:mod:`lab.config.load`), in one namespace."""
 
 from lab.config.components import (
+    ANN_KINDS,
+    AnnConfig,
     AutoActivation,
     BM25Retriever,
     CachesConfig,
@@ -11,6 +13,7 @@ from lab.config.components import (
     FlagEmbeddingRerankerConfig,
     GuardrailConfig,
     HybridRetriever,
+    IndexConfig,
     KeywordOverlapRerankerConfig,
     LLMPointwiseRerankerConfig,
     LoaderConfig,
@@ -54,9 +57,9 @@ from lab.config.schema import (
 )
 
 __all__ = [
-    "ANSWER_SECTIONS", "AutoActivation", "BM25Retriever", "CachesConfig", "CharBudgetContext", "ChunkerConfig",
+    "ANN_KINDS", "AnnConfig", "ANSWER_SECTIONS", "AutoActivation", "BM25Retriever", "CachesConfig", "CharBudgetContext", "ChunkerConfig",
     "ContextConfig", "DataConfig", "DEFAULT_CATEGORIES", "EmbeddingConfig", "ExperimentConfig", "FixedTokenChunker",
-    "FlagEmbeddingRerankerConfig", "GateConfig", "GenerationConfig", "GuardrailConfig", "HybridRetriever", "JudgeConfig",
+    "FlagEmbeddingRerankerConfig", "GateConfig", "GenerationConfig", "GuardrailConfig", "HybridRetriever", "IndexConfig", "JudgeConfig",
     "KeywordOverlapRerankerConfig", "LLMConfig", "LLMPointwiseRerankerConfig", "LoaderConfig", "MetricsConfig",
     "PageChunker", "RagasConfig", "RecursiveCharacterChunker", "RerankerConfig", "ReportConfig", "RetrieverConfig",
     "SampleConfig", "SCHEMA_VERSION", "SemanticChunker", "SentenceTransformerRerankerConfig", "Strict",

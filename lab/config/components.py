@@ -95,6 +95,39 @@ class EmbeddingConfig(Strict):
     passage_prefix: str = ""
 
 
+#: ANN index kinds (LanceDB's vector indexes); ``auto`` picks ``AUTO_KIND`` at or above ``min_rows``.
+ANN_KINDS = ("auto", "ivf_pq", "ivf_hnsw_sq", "ivf_hnsw_pq", "ivf_flat")
+
+
+class AnnConfig(Strict):
+    """An approximate-nearest-neighbour index on the table's vectors (LanceDB's IVF_PQ, IVF_HNSW_SQ,
+    IVF_HNSW_PQ or IVF_FLAT). Build parameters are part of the index key; the query parameters
+    (``nprobes``, ``refine_factor``, ``ef``) are not. Every run over an ANN index also measures its
+    recall against exact search on the run's own questions."""
+
+    kind: Literal[ANN_KINDS] = Field("auto", description="auto: an IVF_PQ index when the table has at least "
+                                     "min_rows rows, exact search below.")
+    min_rows: int = Field(100_000, gt=0, description="auto: the smallest table that gets an index.")
+    num_partitions: int | None = Field(None, gt=0, description="IVF partitions (null: LanceDB's default, "
+                                       "about sqrt(rows)).")
+    num_sub_vectors: int | None = Field(None, gt=0, description="PQ sub-vectors; must divide the embedding "
+                                        "size (null: LanceDB's default, dimension / 16).")
+    num_bits: Literal[4, 8] = Field(8, description="PQ bits per sub-vector code.")
+    m: int = Field(20, gt=0, description="HNSW: neighbours per node.")
+    ef_construction: int = Field(300, gt=0, description="HNSW: candidate list size while building.")
+    nprobes: int = Field(20, gt=0, description="Query: IVF partitions searched.")
+    refine_factor: int | None = Field(None, gt=0, description="Query: re-rank refine_factor x k candidates "
+                                      "with full vectors (null: no refinement).")
+    ef: int | None = Field(None, gt=0, description="Query, HNSW kinds: candidate list size (null: LanceDB's "
+                           "default, 1.5 x k).")
+
+
+class IndexConfig(Strict):
+    """How the chunk table is searched: exhaustively (no ``ann``), or through an ANN index."""
+
+    ann: AnnConfig | None = None
+
+
 #: The most candidates a retriever returns: beyond it, a run writes a page nobody can read, and
 #: LanceDB's limits overflow. A top_k above the index's size is cut to it, with a warning.
 MAX_K = 10_000

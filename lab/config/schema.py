@@ -19,6 +19,7 @@ from lab.config.components import (
     ChunkerConfig,
     EmbeddingConfig,
     GuardrailConfig,
+    IndexConfig,
     MAX_K,
     LoaderConfig,
     RerankerConfig,
@@ -221,6 +222,7 @@ class ExperimentConfig(Strict):
     loader: LoaderConfig = Field(default_factory=LoaderConfig)
     chunker: ChunkerConfig
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    index: IndexConfig | None = None
     retriever: RetrieverConfig
     reranker: RerankerConfig | None = None
     guardrail: GuardrailConfig | None = None

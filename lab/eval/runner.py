@@ -19,7 +19,7 @@ from lab.eval.judge_checks import paraphraser_for
 from lab.eval.judge_methods import grader
 from lab.eval.repeats import repeat_judgements
 from lab.eval.records import RESULTS_SCHEMA, Results, Sample, environment, write_run
-from lab.eval.stages import Timer, answer_stage, judge_stage, ragas_stage, retrieve_stage
+from lab.eval.stages import Timer, ann_stage, answer_stage, judge_stage, ragas_stage, retrieve_stage
 from lab.metrics import catalog
 from lab.metrics.aggregate import by_category, mean_table
 from lab.metrics.labels import labelled_ids, load_labels
@@ -71,6 +71,9 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     samples, finals, query_counters = retrieve_stage(cfg, rows, pipe, timer, opts.show_progress, labels)
 
     extra: dict = {}
+    ann = ann_stage(cfg, rows, pipe, timer)
+    if ann is not None:  # only with an index.ann section: results of runs without one keep their keys
+        extra["ann"] = ann
     if cfg.guardrail is not None:
         flagged = [s["id"] for s in samples if s.get("low_confidence")]
         extra["guardrail"] = {"min_top_score": cfg.guardrail.min_top_score,

@@ -7,6 +7,7 @@ was interrupted resumes from what it stored, and a repeated run computes nothing
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from contextlib import contextmanager
@@ -26,6 +27,7 @@ from lab.metrics.retrieval import KEYWORD_METRICS, question_scores
 from lab.metrics.spans import span_scores
 from lab.models.llm import LabLLM, as_llamaindex_llm
 from lab.progress import progress, run_all
+from lab.rag import ann as ann_index
 from lab.rag.generation import LabSynthesizer
 from lab.rag.pipeline import Pipeline
 from lab.rag.postprocess import score_float
@@ -44,6 +46,23 @@ class Timer(dict):
             self[name] = self.get(name, 0.0) + time.perf_counter() - t0
 
 
+def ann_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipeline, timer: Timer) -> dict | None:
+    """Over an ANN index: its recall against exact search on these questions (None without an
+    ``index.ann`` section; the reason, without recall, when the table was too small for one)."""
+    built = pipe.handle.manifest.get("ann")
+    if built is None:
+        return None
+    if not built.get("kind"):
+        return dict(built)
+    ann_query = pipe.handle.index.vector_store.ann_query or {}
+    with timer.stage("ann_recall_s"):
+        vectors = pipe.embed_model.encode([r.question for r in rows], pipe.embed_model.query_prefix)
+        depth = getattr(cfg.retriever, "dense_k", None) or cfg.retriever.top_k
+        measured = ann_index.recall(pipe.handle.index.vector_store.table, vectors, ann_query,
+                                    pipe.handle.n_chunks, min(depth, pipe.handle.n_chunks))
+    return {**built, "search": ann_query, **measured}
+
+
 def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipeline, timer: Timer,
                    show_progress: bool, labels: dict | None = None
                    ) -> tuple[list[Sample], list[list[NodeWithScore]], dict[str, int]]:
@@ -59,7 +78,9 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
     counters["query_embeddings_computed"] = embed_model.counters["computed"] - before["computed"]
     counters["query_embeddings_cached"] = embed_model.counters["cached"] - before["cached"]
     bundles = [QueryBundle(query_str=r.question, embedding=v.tolist()) for r, v in zip(rows, vectors)]
-    semantic = open_semantic_cache(cfg.caches, pipe.cache_root, pipe.handle.key, cfg.retriever,
+    ann_query = pipe.handle.index.vector_store.ann_query
+    scope = pipe.handle.key if ann_query is None else f"{pipe.handle.key}:{json.dumps(ann_query, sort_keys=True)}"
+    semantic = open_semantic_cache(cfg.caches, pipe.cache_root, scope, cfg.retriever,
                                    embed_model.fingerprint, embed_model.query_prefix)
     served = {i: hit for i, v in enumerate(vectors) if semantic and (hit := semantic.lookup(v)) is not None}
     with timer.stage("retrieve_s"):  # one batched LanceDB search for every question not served

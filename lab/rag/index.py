@@ -26,10 +26,13 @@ from llama_index.core.schema import MetadataMode
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
 from llama_index.core.vector_stores.utils import metadata_dict_to_node
 from llama_index.vector_stores.lancedb import LanceDBVectorStore
+from pydantic import PrivateAttr
 
 from lab import faults
 from lab.caches import cache_fault
-from lab.config import ChunkerConfig, EmbeddingConfig, ExperimentConfig
+from lab.config import AnnConfig, ChunkerConfig, EmbeddingConfig, ExperimentConfig
+from lab.errors import ConfigError
+from lab.rag import ann as ann_index
 from lab.rag.chunkers import chunk
 from lab.rag.loaders import Corpus
 
@@ -42,10 +45,18 @@ MANIFEST = "manifest.json"
 
 class LabLanceDBVectorStore(LanceDBVectorStore):
     """LlamaIndex's ``LanceDBVectorStore`` with a leaner query (only the columns it needs, Arrow
-    instead of pandas) and ``query_many``: every question of an evaluation in one batched search."""
+    instead of pandas) and ``query_many``: every question of an evaluation in one batched search.
+    Over an ANN index, searches use the config's ``nprobes``/``refine_factor``/``ef`` (``ann_query``)."""
+
+    _ann_query: dict | None = PrivateAttr(default=None)
+
+    @property
+    def ann_query(self) -> dict | None:
+        return self._ann_query
 
     def _search(self, vectors: Any, k: int) -> Any:
-        return self.table.search(vectors, vector_column_name=self.vector_column_name).limit(k).select(_COLUMNS)
+        query = self.table.search(vectors, vector_column_name=self.vector_column_name).limit(k).select(_COLUMNS)
+        return query if self._ann_query is None else ann_index.apply(query, self._ann_query)
 
     @staticmethod
     def _result(rows: list[dict]) -> VectorStoreQueryResult:
@@ -78,8 +89,10 @@ class LabLanceDBVectorStore(LanceDBVectorStore):
 
 
 def index_key(corpus_hash: str, chunker_cfg: ChunkerConfig, embedding_cfg: EmbeddingConfig,
-              embed_fingerprint: str) -> str:
-    """sha256 of everything that changes the table's rows; batch sizes are left out."""
+              embed_fingerprint: str, ann: AnnConfig | None = None) -> str:
+    """sha256 of everything that changes the table's rows, and of an ANN index's build parameters
+    where there is one (left out otherwise, so tables without one keep their keys); batch sizes
+    and ANN search settings are left out."""
     body = {
         "corpus": corpus_hash,
         "chunker": chunker_cfg.model_dump(mode="json"),
@@ -89,6 +102,8 @@ def index_key(corpus_hash: str, chunker_cfg: ChunkerConfig, embedding_cfg: Embed
             "passage_prefix": embedding_cfg.passage_prefix,
         },
     }
+    if ann is not None:
+        body["ann"] = ann_index.build_params(ann)
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -122,8 +137,14 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _open(path: Path, embed_model: Any) -> VectorStoreIndex:
+def _ann_config(cfg: ExperimentConfig) -> AnnConfig | None:
+    return cfg.index.ann if cfg.index is not None else None
+
+
+def _open(path: Path, embed_model: Any, manifest: dict, ann: AnnConfig | None) -> VectorStoreIndex:
     store = LabLanceDBVectorStore(uri=str(path / "lancedb"), table_name=TABLE, mode="overwrite")
+    if ann is not None and (manifest.get("ann") or {}).get("kind"):
+        store._ann_query = ann_index.query_params(ann)
     return VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
 
 
@@ -135,14 +156,14 @@ def open_or_build(
     show_progress: bool = True,
 ) -> IndexHandle:
     """Open the table for this (corpus, chunker, embedding), building it first if needed."""
-    key = index_key(corpus.content_hash, cfg.chunker, cfg.embedding, embed_model.fingerprint)
+    key = index_key(corpus.content_hash, cfg.chunker, cfg.embedding, embed_model.fingerprint, _ann_config(cfg))
     root = cache_root / "indexes"
     final = root / key
     with _locked(root / f"{key}.lock"):
         if (final / MANIFEST).is_file():
             manifest = json.loads((final / MANIFEST).read_text())
             log.info("reusing index %s (%d chunks)", key, manifest["n_chunks"])
-            return IndexHandle(key, final, _open(final, embed_model), True, manifest)
+            return IndexHandle(key, final, _open(final, embed_model, manifest, _ann_config(cfg)), True, manifest)
         if final.exists():  # a folder without a manifest is debris from an older layout
             shutil.rmtree(final)
         for debris in root.glob(f".{key}.tmp-*"):
@@ -161,6 +182,10 @@ def _build(corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str, fi
     vectors = embed_model.encode(texts, embed_model.passage_prefix, show_progress=show_progress)
     for node, vec in zip(nodes, vectors):
         node.embedding = vec.tolist()
+    ann = _ann_config(cfg)
+    problem = ann_index.check(ann, vectors.shape[1] if len(nodes) else 0, len(nodes)) if ann else None
+    if problem:
+        raise ConfigError(f"{cfg.name}: {problem}", hint="the embeddings are cached: a corrected config re-embeds nothing")
     t2 = time.perf_counter()
     tmp = final.parent / f".{key}.tmp-{os.getpid()}"
     try:
@@ -174,17 +199,20 @@ def _build(corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str, fi
         raise
     t3 = time.perf_counter()
     timings = {"chunk_s": t1 - t0, "embed_s": t2 - t1, "write_s": t3 - t2}
+    if manifest.get("ann"):
+        timings["ann_build_s"] = manifest["ann"].get("build_s", 0.0)
     embedded = embed_model.counters["computed"] - before
     log.info(
         "built index %s: %d chunks (%d texts embedded, %d of them while chunking)",
         key, len(nodes), embedded, during_chunking,
     )
-    return IndexHandle(key, final, _open(final, embed_model), False, manifest, timings, embedded)
+    return IndexHandle(key, final, _open(final, embed_model, manifest, ann), False, manifest, timings, embedded)
 
 
 def _write_table(tmp: Path, nodes: list, corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str) -> dict:
     store = LanceDBVectorStore(uri=str(tmp / "lancedb"), table_name=TABLE, mode="overwrite")
     store.add(nodes)
+    ann = _ann_config(cfg)
     manifest = {
         "key": key,
         "n_chunks": len(nodes),
@@ -196,6 +224,10 @@ def _write_table(tmp: Path, nodes: list, corpus: Corpus, cfg: ExperimentConfig, 
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "chunk_chars_mean": sum(len(n.get_content()) for n in nodes) / max(len(nodes), 1),
     }
+    if ann is not None:  # recorded only where configured: manifests without it read as before
+        manifest["ann"] = ann_index.create(store.table, ann, len(nodes)) or {
+            "kind": None, "params": ann_index.build_params(ann), "rows": len(nodes),
+            "why": f"{len(nodes)} rows, under index.ann.min_rows {ann.min_rows}: exact search"}
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
     return manifest
 
