@@ -11,10 +11,46 @@ from pathlib import Path
 from lab.errors import LabError
 
 
+#: URI schemes LanceDB opens that the cache cannot live on: a build is published by an atomic
+#: rename under a file lock, which object stores and LanceDB Cloud do not offer.
+REMOTE_SCHEMES = ("s3", "s3+ddb", "gs", "az", "abfs", "db", "memory", "http", "https", "hf")
+
+
+def cache_location(value: str | os.PathLike) -> Path:
+    """A cache folder from a path (``~`` expanded) or a ``file://`` URI, e.g. ``file:///srv/lab-cache``;
+    an object-store or LanceDB Cloud URI is an error that says what works instead."""
+    text = os.fspath(value)
+    scheme = text.split("://", 1)[0].lower() if "://" in text else ""
+    if scheme == "file":
+        from urllib.parse import unquote, urlparse
+
+        parsed = urlparse(text)
+        if parsed.netloc not in ("", "localhost"):
+            raise LabError(f"cache URI {text}: file URIs name a local path (file:///path), not host {parsed.netloc!r}",
+                           hint="write file:///absolute/path, or the path itself")
+        return Path(unquote(parsed.path)).expanduser()
+    if scheme:
+        raise LabError(
+            f"cache {text}: the cache must be a local or mounted folder ({scheme}:// is not one)",
+            hint="index builds are published by an atomic rename under a file lock, which object stores do not "
+                 "offer: share indexes by mounting the bucket (s3fs, gcsfuse, blobfuse2) or syncing "
+                 "the cache's indexes/ folder; see README, Caches and reuse")
+    return Path(text).expanduser()
+
+
+def cache_root(option: str | None) -> Path:
+    """The cache of a command: its ``--cache`` (a path or a ``file://`` URI), else :func:`cache_dir`."""
+    if not option:
+        return cache_dir()
+    path = cache_location(option).resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def cache_dir() -> Path:
-    """The lab's cache: ``$LAB_CACHE``, else ``~/.cache/lab``."""
+    """The lab's cache: ``$LAB_CACHE`` (a path or a ``file://`` URI), else ``~/.cache/lab``."""
     root = os.environ.get("LAB_CACHE") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "lab"
-    path = Path(root)
+    path = cache_location(root)
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -126,3 +126,31 @@ def test_a_run_over_an_ann_index_reports_its_recall(project):
     again, _ = load(latest(project, "small-ann4"))
     assert again["index"]["key"] == results["index"]["key"] and again["index"]["reused"]
     assert set(again["ann"]["recall_at"].values()) == {1.0}
+
+
+def test_the_cache_accepts_a_path_or_a_file_uri_and_refuses_object_stores(tmp_path, monkeypatch):
+    from lab.errors import LabError
+    from lab.paths import cache_dir, cache_location, cache_root
+
+    assert cache_location(f"file://{tmp_path}/c%20d") == tmp_path / "c d"
+    assert cache_location(f"file://localhost{tmp_path}") == tmp_path
+    assert cache_location("~/x") == Path.home() / "x"
+    assert cache_root(f"file://{tmp_path}/made") == tmp_path / "made" and (tmp_path / "made").is_dir()
+    monkeypatch.setenv("LAB_CACHE", f"file://{tmp_path}/env")
+    assert cache_dir() == tmp_path / "env"
+    for uri in ("s3://bucket/lab", "gs://b/lab", "az://c/lab", "db://team-db"):
+        with pytest.raises(LabError, match="local or mounted folder"):
+            cache_location(uri)
+    with pytest.raises(LabError, match="not host 'nas'"):
+        cache_location("file://nas/share")
+
+
+@pytest.mark.slow
+def test_a_run_with_a_file_uri_cache_and_an_object_store_cache(project):
+    done = lab(project, "run", "small-retrieval", "--no-progress", "--cache", f"file://{project}/uri-cache")
+    assert done.returncode == 0, done.stderr
+    results, _ = load(latest(project, "small-retrieval"))
+    assert results["index"]["path"].startswith(f"{project}/uri-cache/indexes/")
+    assert (project / "uri-cache" / "embeddings.sqlite").is_file()
+    done = lab(project, "run", "small-retrieval", "--no-progress", "--cache", "s3://team-bucket/lab")
+    assert done.returncode == 2 and "local or mounted folder" in done.stderr and "Traceback" not in done.stderr

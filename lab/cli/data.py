@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from lab.config import EmbeddingConfig, ExperimentConfig, LLMConfig, LoaderConfig, load_experiment
 from lab.errors import ConfigError, DataError
-from lab.paths import cache_dir, resolve_run, write_atomic
+from lab.paths import cache_root, resolve_run, write_atomic
 
 if TYPE_CHECKING:
     from lab.rag.loaders import Corpus
@@ -87,7 +87,7 @@ def add_parsers(sub: Any, common: Any) -> None:
 
 
 def _shared(p: argparse.ArgumentParser, common: Any) -> None:
-    p.add_argument("--cache", type=Path, help="cache folder (default: $LAB_CACHE or ~/.cache/lab)")
+    p.add_argument("--cache", help="cache folder or file:// URI (default: $LAB_CACHE or ~/.cache/lab)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (progress lines are logged instead)")
     common(p)
 
@@ -126,10 +126,7 @@ def _embedder(embedding: EmbeddingConfig, cache: Path) -> Any:
 
 
 def _cache(args: argparse.Namespace) -> Path:
-    if args.cache:
-        args.cache.mkdir(parents=True, exist_ok=True)
-        return args.cache.resolve()
-    return cache_dir()
+    return cache_root(args.cache)
 
 
 def _mix(text: str | None) -> dict[str, float] | None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from lab.config.schema import JUDGE_METHODS as METHODS
 from lab.eval.agree import AGREEMENT_FILE, judge_agreement, write_agreement
-from lab.paths import cache_dir, resolve_run, write_atomic
+from lab.paths import cache_root, resolve_run, write_atomic
 
 
 def add_parsers(sub: Any, common: Any) -> None:
@@ -46,7 +46,7 @@ def add_parsers(sub: Any, common: Any) -> None:
     chk.add_argument("--method", choices=METHODS, default=None, help="judging method (default: the run's)")
     chk.add_argument("--seed", type=int, default=None, help="sampling seed (default: the run's)")
     chk.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
-    chk.add_argument("--cache", type=Path, help="cache folder (default: $LAB_CACHE or ~/.cache/lab)")
+    chk.add_argument("--cache", help="cache folder or file:// URI (default: $LAB_CACHE or ~/.cache/lab)")
     chk.add_argument("--no-progress", action="store_true", help="no progress bars (progress lines are logged instead)")
     common(chk)
 
@@ -131,7 +131,7 @@ def cmd_judge_check(args: argparse.Namespace) -> int:
     folder = resolve_run(args.run, args.reports)
     from lab.eval.judge_checks import check_run  # loads the model libraries: only when checking
 
-    cache = args.cache.expanduser().resolve() if args.cache else cache_dir()
+    cache = cache_root(args.cache)
     out = check_run(folder, args.n, args.method, Path.cwd(), cache, not args.no_progress, args.seed)
     path = folder / f"judge-check-{out['method']}-n{out['n']}.json"
     write_atomic(path, json.dumps(out, indent=1, ensure_ascii=False) + "\n")

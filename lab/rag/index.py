@@ -32,6 +32,7 @@ from lab import faults
 from lab.caches import cache_fault
 from lab.config import AnnConfig, ChunkerConfig, EmbeddingConfig, ExperimentConfig
 from lab.errors import ConfigError
+from lab.progress import Ticker
 from lab.rag import ann as ann_index
 from lab.rag.chunkers import chunk
 from lab.rag.loaders import Corpus
@@ -171,25 +172,48 @@ def open_or_build(
         return _build(corpus, cfg, embed_model, key, final, show_progress)
 
 
+#: Text per streamed group of documents: chunked, embedded and appended to the table before the
+#: next group is read, so a build holds one group's nodes and vectors, whatever the corpus size.
+GROUP_CHARS = 2_000_000
+
+
+def document_groups(documents: Sequence[Any], group_chars: int = GROUP_CHARS) -> Iterator[list]:
+    """Consecutive documents, cut into groups of about ``group_chars`` characters (a larger
+    document is a group of its own); chunk ids are per document, so grouping changes no id."""
+    group: list = []
+    size = 0
+    for doc in documents:
+        if group and size + len(doc.text) > group_chars:
+            yield group
+            group, size = [], 0
+        group.append(doc)
+        size += len(doc.text)
+    if group:
+        yield group
+
+
 def _build(corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str, final: Path, show_progress: bool
            ) -> IndexHandle:
+    """Stream the corpus into a new table: each group of documents is chunked, embedded (through
+    the content cache) and appended before the next is read; then the ANN index, if any, and the
+    manifest; then the rename into place."""
     before = embed_model.counters["computed"]
-    t0 = time.perf_counter()
-    nodes = chunk(corpus, cfg.chunker, embed_model, show_progress=show_progress)
-    t1 = time.perf_counter()
-    texts = [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
-    during_chunking = embed_model.counters["computed"] - before
-    vectors = embed_model.encode(texts, embed_model.passage_prefix, show_progress=show_progress)
-    for node, vec in zip(nodes, vectors):
-        node.embedding = vec.tolist()
     ann = _ann_config(cfg)
-    problem = ann_index.check(ann, vectors.shape[1] if len(nodes) else 0, len(nodes)) if ann else None
-    if problem:
-        raise ConfigError(f"{cfg.name}: {problem}", hint="the embeddings are cached: a corrected config re-embeds nothing")
-    t2 = time.perf_counter()
+    timings = {"chunk_s": 0.0, "embed_s": 0.0, "write_s": 0.0}
     tmp = final.parent / f".{key}.tmp-{os.getpid()}"
+    stats = {"n": 0, "chars": 0, "during_chunking": 0, "dim": 0}
     try:
-        manifest = _write_table(tmp, nodes, corpus, cfg, embed_model, key)
+        store = LanceDBVectorStore(uri=str(tmp / "lancedb"), table_name=TABLE, mode="overwrite")
+        with Ticker("index", corpus.n_chars, show_progress, unit="chars") as ticker:
+            for group in document_groups(corpus.documents, GROUP_CHARS):
+                _append(group, corpus, cfg, embed_model, store, timings, stats)
+                ticker.update(sum(len(d.text) for d in group))
+        problem = ann_index.check(ann, stats["dim"], stats["n"]) if ann else None
+        if problem:
+            raise ConfigError(f"{cfg.name}: {problem}",
+                              hint="the embeddings are cached: a corrected config re-embeds nothing")
+        t0 = time.perf_counter()
+        manifest = _write_manifest(tmp, store, stats, corpus, cfg, embed_model, key)
         faults.point("index.before_rename")
         os.replace(tmp, final)
     except BaseException as exc:  # Ctrl-C, SIGTERM, a full disk: leave no half-written table behind
@@ -197,37 +221,60 @@ def _build(corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str, fi
         if _disk_fault(exc):
             raise cache_fault(final.parent, exc) from None
         raise
-    t3 = time.perf_counter()
-    timings = {"chunk_s": t1 - t0, "embed_s": t2 - t1, "write_s": t3 - t2}
+    timings["write_s"] += time.perf_counter() - t0
     if manifest.get("ann"):
         timings["ann_build_s"] = manifest["ann"].get("build_s", 0.0)
     embedded = embed_model.counters["computed"] - before
     log.info(
         "built index %s: %d chunks (%d texts embedded, %d of them while chunking)",
-        key, len(nodes), embedded, during_chunking,
+        key, stats["n"], embedded, stats["during_chunking"],
     )
     return IndexHandle(key, final, _open(final, embed_model, manifest, ann), False, manifest, timings, embedded)
 
 
-def _write_table(tmp: Path, nodes: list, corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str) -> dict:
-    store = LanceDBVectorStore(uri=str(tmp / "lancedb"), table_name=TABLE, mode="overwrite")
-    store.add(nodes)
+def _append(group: list, corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, store: LanceDBVectorStore,
+            timings: dict, stats: dict) -> None:
+    """Chunk, embed and append one group of documents."""
+    t0 = time.perf_counter()
+    before = embed_model.counters["computed"]
+    nodes = chunk(Corpus(root=corpus.root, documents=group, pages=corpus.pages), cfg.chunker, embed_model)
+    stats["during_chunking"] += embed_model.counters["computed"] - before
+    t1 = time.perf_counter()
+    if nodes:
+        vectors = embed_model.encode([n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes],
+                                     embed_model.passage_prefix)
+        for node, vec in zip(nodes, vectors):
+            node.embedding = vec.tolist()
+        stats["dim"] = int(vectors.shape[1])
+    t2 = time.perf_counter()
+    if nodes:
+        store.add(nodes)
+    stats["n"] += len(nodes)
+    stats["chars"] += sum(len(n.get_content()) for n in nodes)
+    timings["chunk_s"] += t1 - t0
+    timings["embed_s"] += t2 - t1
+    timings["write_s"] += time.perf_counter() - t2
+
+
+def _write_manifest(tmp: Path, store: LanceDBVectorStore, stats: dict, corpus: Corpus, cfg: ExperimentConfig,
+                    embed_model: Any, key: str) -> dict:
     ann = _ann_config(cfg)
+    n = stats["n"]
     manifest = {
         "key": key,
-        "n_chunks": len(nodes),
+        "n_chunks": n,
         "n_documents": len(corpus.documents),
         "corpus_hash": corpus.content_hash,
         "chunker": cfg.chunker.model_dump(mode="json"),
         "embedding_model": embed_model.fingerprint,
         "embed_metadata": cfg.embedding.embed_metadata,
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "chunk_chars_mean": sum(len(n.get_content()) for n in nodes) / max(len(nodes), 1),
+        "chunk_chars_mean": stats["chars"] / max(n, 1),
     }
     if ann is not None:  # recorded only where configured: manifests without it read as before
-        manifest["ann"] = ann_index.create(store.table, ann, len(nodes)) or {
-            "kind": None, "params": ann_index.build_params(ann), "rows": len(nodes),
-            "why": f"{len(nodes)} rows, under index.ann.min_rows {ann.min_rows}: exact search"}
+        manifest["ann"] = ann_index.create(store.table, ann, n) or {
+            "kind": None, "params": ann_index.build_params(ann), "rows": n,
+            "why": f"{n} rows, under index.ann.min_rows {ann.min_rows}: exact search"}
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
     return manifest
 
