@@ -118,6 +118,27 @@ def test_resolving_a_local_llm_does_not_load_llama_cpp_and_loading_it_waits_pass
     assert out.stdout.strip() == "PASSIVE"
 
 
+def test_llama_cpp_waits_passively_also_when_torch_loaded_openmp_first():
+    """torch loads its own libgomp.so.1 and llama.cpp then links that runtime, which read the wait
+    policy when torch loaded it: importing the lab must set it before. OMP_DISPLAY_ENV=VERBOSE
+    makes libgomp print its settings; a passive runtime has GOMP_SPINCOUNT 0."""
+    body = ("import torch; torch.ones(4, 4) @ torch.ones(4, 4)\n"
+            "from lab.models.backends import llama_class\n"
+            "llama_class()\n")
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env["OMP_DISPLAY_ENV"] = "VERBOSE"
+
+    def spincount(code: str) -> str:
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 0, out.stderr
+        return re.findall(r"GOMP_SPINCOUNT = '(\d+)'", out.stderr)[-1]
+
+    assert spincount("import lab\n" + body) == "0"
+    # the defect, shown: a process that loads torch before the lab spins (libgomp's default)
+    assert spincount("import torch; torch.ones(4, 4) @ torch.ones(4, 4)\n") == "300000"
+
+
 def test_the_house_has_few_rooms_at_the_top_and_no_oversized_module():
     top = sorted(p.name for p in LAB.glob("*.py"))
     assert len(top) <= 10, top
