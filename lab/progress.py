@@ -51,13 +51,13 @@ class Ticker:
             self._thread = threading.Thread(target=self._beat, args=(heartbeat,), daemon=True)
             self._thread.start()
 
-    def _line(self) -> None:
+    def _line(self, note: str = "") -> None:
         now = time.perf_counter()
         elapsed = now - self._t0
         share = self.done / self.total if self.total else 1.0
         eta = f", ETA {_duration(elapsed / self.done * (self.total - self.done))}" if self.done else ""
-        log.info("%s %d/%d %s (%.0f%%), %s elapsed%s", self.desc, self.done, self.total, self.unit, 100 * share,
-                 _duration(elapsed), eta)
+        log.info("%s %d/%d %s (%.0f%%), %s elapsed%s%s", self.desc, self.done, self.total, self.unit, 100 * share,
+                 _duration(elapsed), eta, f": {note}" if note else "")
         self._last = now
         self._logged = True
 
@@ -67,17 +67,20 @@ class Ticker:
                 if time.perf_counter() - self._last >= every and self.done < self.total:
                     self._line()
 
-    def update(self, n: int = 1) -> None:
+    def update(self, n: int = 1, note: str = "") -> None:
+        """Count ``n`` more done; ``note`` (e.g. which item finished) ends the line it logs."""
         with self._lock:
             self.done += n
             if self._bar is not None:
+                if note:
+                    self._bar.set_postfix_str(note, refresh=False)
                 self._bar.update(n)
                 return
             quiet = time.perf_counter() - self._t0 < self.quiet
             if self.done >= self._next:
                 self._next = (self.done // self._step + 1) * self._step
                 if not quiet or (self.done >= self.total and self._logged):
-                    self._line()
+                    self._line(note)
 
     def close(self) -> None:
         self._stop.set()
@@ -114,6 +117,8 @@ QUIET_LOGGERS = ("httpx", "llama_index", "sentence_transformers", "urllib3", "hu
 #: Warnings that say what the lab does on purpose: (logger, start of the message).
 EXPECTED = (
     ("llama_index.vector_stores.lancedb.base", "Table chunks doesn't exist yet"),  # every new index starts empty
+    # every start of a local Ray (--workers N) keeps Ray's default, a token in ~/.ray
+    ("ray._private.authentication.authentication_token_setup", "Token authentication is enabled"),
 )
 
 

@@ -197,8 +197,9 @@ def test_no_holdout_runs_every_point_on_every_question_and_says_it_is_optimistic
 def test_the_cli_holds_out_by_default_and_passes_its_options(tmp_path, monkeypatch):
     seen = {}
 
-    def run_sweep(name, experiments, dials, overrides, opts, metric, answers, holdout, dev_fraction):
-        seen.update(holdout=holdout, dev_fraction=dev_fraction, overrides=overrides)
+    def run_sweep(name, experiments, dials, overrides, opts, metric, answers, holdout, dev_fraction, workers,
+                  ray_address):
+        seen.update(holdout=holdout, dev_fraction=dev_fraction, overrides=overrides, workers=(workers, ray_address))
         (tmp_path / "sweep.json").write_text(json.dumps({"metric": metric, "dials": {"retriever.alpha": [0]},
                                                          "best": None, "points": [], "holdout": holdout}))
         return tmp_path
@@ -208,7 +209,7 @@ def test_the_cli_holds_out_by_default_and_passes_its_options(tmp_path, monkeypat
 
     assert main(["sweep", "small-hybrid", "--set", "retriever.alpha=0", "--experiments",
                  str(FIXTURES / "experiments"), "--cache", str(tmp_path / "c")]) == 0
-    assert (seen["holdout"], seen["dev_fraction"]) == (True, 0.5)
+    assert (seen["holdout"], seen["dev_fraction"], seen["workers"]) == (True, 0.5, (1, None))  # serial, no Ray
     assert main(["sweep", "small-hybrid", "--set", "retriever.alpha=0", "--no-holdout", "--dev-fraction", "0.3",
                  "--seed", "7", "--experiments", str(FIXTURES / "experiments"), "--cache", str(tmp_path / "c")]) == 0
     assert (seen["holdout"], seen["dev_fraction"], seen["overrides"]["sample"]["seed"]) == (False, 0.3, 7)

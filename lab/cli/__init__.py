@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lab.cli import data, decide, gate, judge, track
+from lab.cli import data, decide, gate, judge, track, workers
 from lab.config import dump_yaml, load_experiment, retrieval_only
 from lab.config.load import describe
 from lab.errors import LabError
 from lab.metrics import catalog
-from lab.paths import cache_dir, follow_latest, resolve_run
+from lab.paths import cache_root, follow_latest, resolve_run
 from lab.progress import setup_logging
 from lab.report.compare import default_folder, load_runs, paired_lines, render_compare, table, warnings
 from lab.report.html import load_run, render_run
@@ -48,7 +48,7 @@ def _run_options(p: argparse.ArgumentParser, sample: bool = True) -> None:
         p.add_argument("--limit", type=int, help="evaluate a stratified sample of N questions")
         p.add_argument("--seed", type=int, help="seed of the sample (default: the config's, 13)")
     p.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
-    p.add_argument("--cache", type=Path, help="cache folder (default: $LAB_CACHE or ~/.cache/lab)")
+    p.add_argument("--cache", help="cache folder or file:// URI (default: $LAB_CACHE or ~/.cache/lab)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (progress lines are logged instead)")
 
 
@@ -127,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--answers", action="store_true", help="also answer and judge at every point (slow)")
     sw.add_argument("--dev-fraction", type=float, default=0.5, help="share of questions for the points (default 0.5)")
     sw.add_argument("--no-holdout", action="store_true", help="every point on every question (optimistic best)")
+    workers.add_options(sw)
     _run_options(sw)
     _common(sw)
 
@@ -149,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("--seed", dest="split_seed", type=int, default=13,
                      help="seed of the split and the sampler (default: 13)")
     opt.add_argument("--no-config", action="store_true", help="do not write experiments/NAME-optimized.yaml")
+    workers.add_options(opt)
     _run_options(opt, sample=False)
     _common(opt)
 
@@ -166,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ask.add_argument("name", metavar="NAME")
     ask.add_argument("question", nargs="?", metavar="QUESTION")
-    ask.add_argument("--cache", type=Path, help="cache folder (default: $LAB_CACHE or ~/.cache/lab)")
+    ask.add_argument("--cache", help="cache folder or file:// URI (default: $LAB_CACHE or ~/.cache/lab)")
     ask.add_argument("--history-turns", type=int, default=3, metavar="N",
                      help="conversation turns kept as history (default: 3)")
     _common(ask)
@@ -200,11 +202,7 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 def _cache_root(args: argparse.Namespace) -> Path:
     """``--cache DIR``, else ``$LAB_CACHE``, else ``~/.cache/lab``."""
-    if getattr(args, "cache", None):
-        path = args.cache.expanduser().resolve()
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-    return cache_dir()
+    return cache_root(getattr(args, "cache", None))
 
 
 def _run_opts(args: argparse.Namespace, show_progress: bool | None = None) -> "RunOptions":
@@ -334,7 +332,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     catalog.check(args.metric)
     dials = [parse_dial(d) for d in args.dials]
     folder = run_sweep(args.name, args.experiments, dials, _overrides(args), _run_opts(args), args.metric,
-                       args.answers, not args.no_holdout, args.dev_fraction)
+                       args.answers, not args.no_holdout, args.dev_fraction, **workers.options(args))
     print("\n".join(table(json.loads((folder / "sweep.json").read_text()))))
     print(f"sweep: {folder / 'sweep.html'}")
     return 0
@@ -346,8 +344,7 @@ def cmd_optimize(args: argparse.Namespace) -> int:
     catalog.check(args.metric)
     ranges = [parse_range(s) for s in (args.space or DEFAULT_SPACE)]
     s = run_optimize(args.name, args.experiments, ranges, _overrides(args), _run_opts(args, False), args.metric,
-                     args.trials,
-                     args.dev_fraction, args.split_seed, not args.no_config)
+                     args.trials, args.dev_fraction, args.split_seed, not args.no_config, **workers.options(args))
     m = args.metric
     for i, p in enumerate(s["points"]):
         print(f"trial {p['trial']:>3}  {p['label']:<48} dev {m} {p['metrics'].get(m, 0):.4f}  {p['seconds']:6.1f} s"

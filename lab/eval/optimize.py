@@ -25,9 +25,11 @@ import optuna
 from lab.config import ExperimentConfig, load_experiment, merge, retrieval_only, set_path
 from lab.errors import ConfigError
 from lab.eval.holdout import DEV_FRACTION, SEED, held_out_check, write_split
+from lab.eval.parallel import Workers, windowed
 from lab.eval.runner import RunOptions
 from lab.eval.sweep import config_value, run_point
 from lab.paths import write_atomic
+from lab.progress import Ticker
 from lab.report.sweep import render_sweep
 
 log = logging.getLogger(__name__)
@@ -64,7 +66,10 @@ def parse_range(spec: str) -> Range:
 
 def run_optimize(name: str, experiments_dir: Path, ranges: list[Range], base_overrides: dict, opts: RunOptions,
                  metric: str = "mrr", trials: int = 12, dev_fraction: float = DEV_FRACTION, seed: int = SEED,
-                 write_config: bool = True) -> dict:
+                 write_config: bool = True, workers: int = 1, ray_address: str | None = None) -> dict:
+    """The search; ``workers`` > 1 runs that many trials at once as Ray tasks. Trials are asked
+    and told in order (:func:`lab.eval.parallel.windowed`), so a search with the same seed and
+    ``workers`` repeats exactly; ``workers`` 1 is the serial search."""
     base = load_experiment(name, experiments_dir, base_overrides)
     folder = opts.reports_root / "_optimize" / f"{name}-{metric}"
     split = write_split(base, opts.project_root, folder, dev_fraction, seed)
@@ -77,12 +82,15 @@ def run_optimize(name: str, experiments_dir: Path, ranges: list[Range], base_ove
         cfg = load_experiment(name, experiments_dir, overrides)
         return cfg.model_copy(update={"name": f"{name}[{label}]"})
 
-    def evaluate(cfg: ExperimentConfig) -> dict:
-        return run_point(cfg, opts, folder / "runs", False)
-
     points: list[dict] = []
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    folder.mkdir(parents=True, exist_ok=True)
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed),
+                                storage=_storage(folder / "optuna.journal"))
 
-    def objective(trial: Any) -> float:
+    def ask() -> tuple:
+        """The next trial: its values, and its run (None when its config is invalid)."""
+        trial = study.ask()
         values = {}
         for r in ranges:
             if r.integer:
@@ -94,21 +102,30 @@ def run_optimize(name: str, experiments_dir: Path, ranges: list[Range], base_ove
             cfg = config(values, "dev", f"trial{trial.number}:{label}")
         except ConfigError as exc:  # e.g. overlap >= size: not a configuration at all
             log.info("trial %d %s is invalid: %s", trial.number, label, exc.message)
-            raise optuna.TrialPruned(exc.message) from None
-        out = evaluate(cfg)
-        points.append({"point": values, "label": label, "trial": trial.number, **out})
-        log.info("trial %d %s: dev %s %.4f", trial.number, label, metric, out["metrics"].get(metric) or 0.0)
-        return out["metrics"].get(metric) or 0.0
+            return None, None, (trial, values, label)
+        return run_point, (cfg, opts, folder / "runs", False), (trial, values, label)
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.TPESampler(seed=seed))
-    study.optimize(objective, n_trials=trials)
-    if not points:
-        raise ConfigError("every trial was invalid", hint="widen the --space ranges")
-    best = max(range(len(points)), key=lambda i: (points[i]["metrics"].get(metric) or 0.0, -i))
-    best_values = points[best]["point"]
-    held_best = evaluate(config(best_values, "held-out", "best"))
-    held_base = evaluate(config({}, "held-out", "base"))
+    def tell(token: tuple, out: dict | None) -> None:
+        trial, values, label = token
+        if out is None:
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            ticker.update(note=f"trial {trial.number} {label}: invalid")
+            return
+        points.append({"point": values, "label": label, "trial": trial.number, **out})
+        score = out["metrics"].get(metric) or 0.0
+        study.tell(trial, score)
+        ticker.update(note=f"trial {trial.number} {label}: dev {metric} {score:.4f}")
+
+    with Workers(workers, ray_address) as pool:
+        with Ticker("optimize", trials, False, unit="trials", every=0.0, quiet=0.0) as ticker:
+            windowed(pool, ask, tell, trials)
+        if not points:
+            raise ConfigError("every trial was invalid", hint="widen the --space ranges")
+        best = max(range(len(points)), key=lambda i: (points[i]["metrics"].get(metric) or 0.0, -i))
+        best_values = points[best]["point"]
+        held = [config(best_values, "held-out", "best"), config({}, "held-out", "base")]
+        held_best, held_base = pool.map(run_point, [(cfg, opts, folder / "runs", False) for cfg in held], "held-out",
+                                        [cfg.name for cfg in held])
     summary = {
         "experiment": name, "metric": metric, "trials": trials, **split.as_dict(),
         "space": {r.name: [r.low, r.high, r.step] for r in ranges},
@@ -123,6 +140,16 @@ def run_optimize(name: str, experiments_dir: Path, ranges: list[Range], base_ove
     render_sweep(summary, folder / "optimize.html")
     summary["folder"] = str(folder)
     return summary
+
+
+def _storage(path: Path) -> Any:
+    """The study's record: Optuna's journal file (an append-only log under a file lock, the
+    storage Optuna recommends for processes sharing a study), started afresh for each search."""
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    path.unlink(missing_ok=True)
+    return JournalStorage(JournalFileBackend(str(path)))
 
 
 def _write_config(name: str, experiments_dir: Path, values: dict, summary: dict) -> Path:

@@ -31,6 +31,7 @@ import yaml
 from lab.config import ExperimentConfig, load_experiment, merge, retrieval_only, set_path
 from lab.errors import ConfigError
 from lab.eval.holdout import DEV_FRACTION, half_overrides, held_out_check, write_split
+from lab.eval.parallel import Workers
 from lab.eval.records import overall_means, read_results
 from lab.eval.runner import RunOptions, run_experiment
 from lab.metrics import catalog
@@ -86,9 +87,11 @@ def point_config(name: str, experiments_dir: Path, dials: list[Dial], point: dic
 
 def run_sweep(name: str, experiments_dir: Path, dials: list[Dial], base_overrides: dict, opts: RunOptions,
               metric: str = "mrr", answers: bool = False, holdout: bool = True,
-              dev_fraction: float = DEV_FRACTION) -> Path:
+              dev_fraction: float = DEV_FRACTION, workers: int = 1, ray_address: str | None = None) -> Path:
     """Run the grid (on the dev questions unless ``holdout`` is off), then the held-out check;
-    the split's seed is the config's ``sample.seed`` (``--seed``, 13 by default)."""
+    the split's seed is the config's ``sample.seed`` (``--seed``, 13 by default). With ``workers``
+    > 1 the points, then the held-out runs, are Ray tasks (:mod:`lab.eval.parallel`); the results
+    are the same, in the same order."""
     folder = inside(opts.reports_root / "_sweep", f"{name}-{'-'.join(d.name for d in dials)}")
     base = load_experiment(name, experiments_dir, base_overrides)
 
@@ -96,31 +99,36 @@ def run_sweep(name: str, experiments_dir: Path, dials: list[Dial], base_override
         over = merge(base_overrides, half_overrides(folder, half, bool(base.data.labels))) if half else base_overrides
         return point_config(name, experiments_dir, dials, point, over, answers)
 
-    def run(cfg: ExperimentConfig, root: Path = folder) -> dict:
-        return run_point(cfg, opts, root, opts.show_progress)
-
     # every point's config, validated before any work: a bad dial fails here
     configs = [(point, config(point, "dev" if holdout else None)) for point in points(dials)]
     split = write_split(base, opts.project_root, folder, dev_fraction, base.sample.seed) if holdout else None
     folder.mkdir(parents=True, exist_ok=True)
-    rows = [{"point": point, "label": point_label(point), **run(cfg)} for point, cfg in configs]
-    best = best_point(rows, metric)
-    summary: dict = {"experiment": name, "metric": metric, "dials": {d.name: d.values for d in dials},
-                     "best": best, "points": rows, "holdout": split is not None}
-    if split is None:
-        summary["optimistic"] = OPTIMISTIC
-    else:
-        summary.update(split.as_dict())
-    if split is not None and best is not None:
-        # the best point and the base on the held-out questions; the base's dev score is its grid
-        # point's when one has its config, else one more run on the dev questions
-        held_best = run(config(rows[best]["point"], "held-out"), folder / "held-out")
-        held_base = run(config({}, "held-out"), folder / "held-out")
-        base_dev = config({}, "dev")
-        same = [i for i, (_, cfg) in enumerate(configs) if _same_config(cfg, base_dev)]
-        dev_base = rows[same[0]]["metrics"] if same else run(base_dev)["metrics"]
-        summary["held_out"] = held_out_check(metric, held_best, held_base, rows[best]["metrics"].get(metric),
-                                             dev_base.get(metric), {d.name: config_value(base, d.path) for d in dials})
+    with Workers(workers, ray_address) as pool:
+        show = opts.show_progress and not pool.parallel  # no bars from several processes at once
+
+        def run(cfgs: list[ExperimentConfig], root: Path = folder, desc: str = "sweep") -> list[dict]:
+            return pool.map(run_point, [(cfg, opts, root, show) for cfg in cfgs], desc, [c.name for c in cfgs])
+
+        outs = run([cfg for _, cfg in configs])
+        rows = [{"point": point, "label": point_label(point), **out} for (point, _), out in zip(configs, outs)]
+        best = best_point(rows, metric)
+        summary: dict = {"experiment": name, "metric": metric, "dials": {d.name: d.values for d in dials},
+                         "best": best, "points": rows, "holdout": split is not None}
+        if split is None:
+            summary["optimistic"] = OPTIMISTIC
+        else:
+            summary.update(split.as_dict())
+        if split is not None and best is not None:
+            # the best point and the base on the held-out questions; the base's dev score is its grid
+            # point's when one has its config, else one more run on the dev questions
+            held_best, held_base = run([config(rows[best]["point"], "held-out"), config({}, "held-out")],
+                                       folder / "held-out", "held-out")
+            base_dev = config({}, "dev")
+            same = [i for i, (_, cfg) in enumerate(configs) if _same_config(cfg, base_dev)]
+            dev_base = rows[same[0]]["metrics"] if same else run([base_dev])[0]["metrics"]
+            summary["held_out"] = held_out_check(metric, held_best, held_base, rows[best]["metrics"].get(metric),
+                                                 dev_base.get(metric),
+                                                 {d.name: config_value(base, d.path) for d in dials})
     write_atomic(folder / "sweep.json", json.dumps(summary, indent=2))
     write_atomic(folder / "sweep.csv", to_csv(summary))
     render_sweep(summary, folder / "sweep.html")
