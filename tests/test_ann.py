@@ -27,13 +27,15 @@ def setup(cache, **index):
 
 def test_config_keys_and_defaults():
     a = AnnConfig()
-    assert (a.kind, a.min_rows, a.nprobes, a.refine_factor, a.num_bits) == ("auto", 100_000, 20, None, 8)
+    assert (a.kind, a.min_rows, a.nprobes, a.refine_factor, a.num_bits) == ("auto", 25_000, 20, None, 8)
     with pytest.raises(ValueError):
         AnnConfig(kind="ivf_annoy")
     with pytest.raises(ValueError):
         AnnConfig(nprobes=0)
     with pytest.raises(ValueError):
         AnnConfig(nprobe=5)  # a misspelt key is an error, not a silent default
+    with pytest.raises(ValueError, match="at least 10 x refine_factor"):
+        AnnConfig(kind="ivf_hnsw_sq", ef=50, refine_factor=10)  # LanceDB's rule, said before any work
 
 
 def test_a_table_without_ann_keeps_its_key():
@@ -69,6 +71,10 @@ def test_checks_name_the_fix():
     assert "num_bits 4" in ann.check(AnnConfig(kind="ivf_pq"), 384, 100)
     assert "exceeds the table's 10 rows" in ann.check(AnnConfig(kind="ivf_flat", num_partitions=64), 384, 10)
     assert ann.check(AnnConfig(kind="auto"), 384, 10) is None  # under min_rows: exact search, nothing to build
+    assert "set refine_factor" in ann.advice(AnnConfig(kind="ivf_pq"), 10_000)
+    assert ann.advice(AnnConfig(kind="ivf_pq", refine_factor=40), 10_000) is None
+    assert ann.advice(AnnConfig(kind="auto"), 10**6) is None  # auto builds IVF_FLAT: exact distances
+    assert ann.kind_for(AnnConfig(kind="auto"), 25_000) == "ivf_flat" and ann.kind_for(AnnConfig(), 24_999) is None
 
 
 def test_ivf_flat_index_is_built_recorded_and_searched(tmp_path, minilm):
@@ -98,7 +104,7 @@ def test_a_pq_index_on_a_tiny_table_is_a_config_error_before_anything_is_written
 def test_auto_under_min_rows_searches_exactly_and_says_why(tmp_path, minilm):
     cfg, emb, corpus = setup(tmp_path, ann={"kind": "auto"})
     handle = open_or_build(corpus, cfg, emb, tmp_path, show_progress=False)
-    assert handle.manifest["ann"]["kind"] is None and "under index.ann.min_rows 100000" in handle.manifest["ann"]["why"]
+    assert handle.manifest["ann"]["kind"] is None and "under index.ann.min_rows 25000" in handle.manifest["ann"]["why"]
     assert handle.index.vector_store.ann_query is None and handle.index.vector_store.table.list_indices() == []
 
 

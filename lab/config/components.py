@@ -105,9 +105,10 @@ class AnnConfig(Strict):
     (``nprobes``, ``refine_factor``, ``ef``) are not. Every run over an ANN index also measures its
     recall against exact search on the run's own questions."""
 
-    kind: Literal[ANN_KINDS] = Field("auto", description="auto: an IVF_PQ index when the table has at least "
-                                     "min_rows rows, exact search below.")
-    min_rows: int = Field(100_000, gt=0, description="auto: the smallest table that gets an index.")
+    kind: Literal[ANN_KINDS] = Field("auto", description="auto: an IVF_FLAT index when the table has at least "
+                                     "min_rows rows, exact search below (bench/scale.py: exact search passes 50 ms "
+                                     "per question at 25,000-35,000 rows here).")
+    min_rows: int = Field(25_000, gt=0, description="auto: the smallest table that gets an index.")
     num_partitions: int | None = Field(None, gt=0, description="IVF partitions (null: LanceDB's default, "
                                        "about sqrt(rows)).")
     num_sub_vectors: int | None = Field(None, gt=0, description="PQ sub-vectors; must divide the embedding "
@@ -120,6 +121,13 @@ class AnnConfig(Strict):
                                       "with full vectors (null: no refinement).")
     ef: int | None = Field(None, gt=0, description="Query, HNSW kinds: candidate list size (null: LanceDB's "
                            "default, 1.5 x k).")
+
+    @model_validator(mode="after")
+    def _ef_covers_refine(self) -> "AnnConfig":
+        if self.ef is not None and self.refine_factor is not None and self.ef < 10 * self.refine_factor:
+            raise ValueError(f"ef ({self.ef}) must be at least 10 x refine_factor ({self.refine_factor}) "
+                             f"(LanceDB's rule): raise ef to {10 * self.refine_factor} or lower refine_factor")
+        return self
 
 
 class IndexConfig(Strict):

@@ -212,6 +212,8 @@ def _build(corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str, fi
         if problem:
             raise ConfigError(f"{cfg.name}: {problem}",
                               hint="the embeddings are cached: a corrected config re-embeds nothing")
+        if ann and (warning := ann_index.advice(ann, stats["n"])):
+            log.warning(warning)
         t0 = time.perf_counter()
         manifest = _write_manifest(tmp, store, stats, corpus, cfg, embed_model, key)
         faults.point("index.before_rename")
