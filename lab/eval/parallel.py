@@ -23,6 +23,7 @@ from collections import deque
 from typing import Any, Callable, Sequence
 
 from lab.errors import ConfigError, LabError
+from lab.models.llm import SHARE_ENV
 from lab.progress import Ticker
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,8 @@ class Workers:
 
     def _start(self) -> None:
         ray = self._ray
-        runtime_env = {"env_vars": worker_env()}
+        # each worker keeps 1/N of a remote LLM's concurrency: N workers together keep the config's limit
+        runtime_env = {"env_vars": {**worker_env(), SHARE_ENV: str(self.size)}}
         quiet = dict(logging_level=logging.WARNING, log_to_driver=True, include_dashboard=False)
         with warnings.catch_warnings():
             # Ray starts its processes with fork + exec: nothing of LanceDB's runtime lives on in them

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -94,6 +95,19 @@ class Usage:
 # The cache and the counting wrapper
 
 
+#: Set in every worker of a parallel sweep or search (:mod:`lab.eval.parallel`) to the number of
+#: workers: each then keeps 1/N of a remote LLM's ``concurrency``, a global limit across them.
+SHARE_ENV = "LAB_LLM_SHARE"
+
+
+def concurrency_share() -> int:
+    """How many processes share each remote LLM's concurrency (1 outside a parallel run)."""
+    try:
+        return max(1, int(os.environ.get(SHARE_ENV, "1")))
+    except ValueError:
+        return 1
+
+
 class LabLLM:
     """A backend behind the cache, with counters. Thread-safe (remote calls run concurrently)."""
 
@@ -115,7 +129,12 @@ class LabLLM:
 
     @property
     def concurrency(self) -> int:
-        return self.plan.cfg.concurrency if self.plan.cfg.backend in REMOTE else 1
+        """Requests in flight: a remote backend's ``concurrency``, divided among the processes that
+        share it (``$LAB_LLM_SHARE``, set in the workers of a parallel sweep), so that together
+        they keep the config's limit; a local model takes one call at a time."""
+        if self.plan.cfg.backend not in REMOTE:
+            return 1
+        return max(1, self.plan.cfg.concurrency // concurrency_share())
 
     def key(self, messages: list[dict], prompt_version: str, schema: dict | None, temperature: float,
             seed: int, max_tokens: int | None = None) -> str:
