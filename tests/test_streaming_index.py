@@ -81,3 +81,16 @@ def test_peak_memory_does_not_grow_with_the_corpus(tmp_path):
     # held in full, 30,000 more nodes with 384-float vectors as Python lists would add ~400 MB; a
     # streamed build grows by about the corpus text (held by the loader) and no more
     assert grown < 2 * text_mb + 40, (small, large)
+
+
+def test_build_folders_of_dead_processes_are_removed_and_live_ones_kept(tmp_path):
+    from lab.rag.index import _remove_orphans
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    orphan = tmp_path / f".abc.tmp-{dead.stdout.strip()}"
+    live = tmp_path / f".def.tmp-{__import__('os').getpid()}"
+    table = tmp_path / "abc"
+    for folder in (orphan, live, table):
+        (folder / "lancedb").mkdir(parents=True)
+    _remove_orphans(tmp_path)
+    assert not orphan.exists() and live.is_dir() and table.is_dir()

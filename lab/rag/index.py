@@ -160,6 +160,7 @@ def open_or_build(
     key = index_key(corpus.content_hash, cfg.chunker, cfg.embedding, embed_model.fingerprint, _ann_config(cfg))
     root = cache_root / "indexes"
     final = root / key
+    _remove_orphans(root)
     with _locked(root / f"{key}.lock"):
         if (final / MANIFEST).is_file():
             manifest = json.loads((final / MANIFEST).read_text())
@@ -190,6 +191,18 @@ def document_groups(documents: Sequence[Any], group_chars: int = GROUP_CHARS) ->
         size += len(doc.text)
     if group:
         yield group
+
+
+def _remove_orphans(root: Path) -> None:
+    """Remove the build folders of processes that died without cleaning up (SIGKILL, a power cut):
+    ``.<key>.tmp-<pid>`` whose process is gone. A live build's folder is left alone."""
+    for debris in root.glob(".*.tmp-*"):
+        try:
+            os.kill(int(debris.name.rsplit("-", 1)[1]), 0)
+        except (ValueError, ProcessLookupError):
+            shutil.rmtree(debris, ignore_errors=True)
+        except PermissionError:  # another user's live process
+            pass
 
 
 def _build(corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str, final: Path, show_progress: bool
