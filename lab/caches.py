@@ -17,6 +17,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -45,6 +46,20 @@ def cache_fault(path: Path, exc: BaseException) -> LabError:
     return LabError(f"the cache {path} cannot be written: {reason}", hint=hint)
 
 
+def _when_unlocked(fn, wait_s: float = 60.0):
+    """``fn()``, retried with backoff while SQLite answers "database is locked" (up to ``wait_s``)."""
+    delay, waited = 0.01, 0.0
+    while True:
+        try:
+            return fn()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or waited >= wait_s:
+                raise
+            time.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, 1.0)
+
+
 class SqliteStore:
     """A table ``(key TEXT PRIMARY KEY, <column> <type> NOT NULL)`` in a file of its own. A full
     disk or a read-only folder raises :func:`cache_fault`'s error, naming the file."""
@@ -56,17 +71,26 @@ class SqliteStore:
         self._local = threading.local()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with self._conn() as conn:
-                conn.execute(f"CREATE TABLE IF NOT EXISTS {self.schema}")
+            _when_unlocked(lambda: self._create())
         except (sqlite3.OperationalError, OSError) as exc:
             raise cache_fault(path, exc) from None
+
+    def _create(self) -> None:
+        with self._conn() as conn:
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {self.schema}")
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=60)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
+            try:
+                # switching a new file to WAL can fail at once with "database is locked" while another
+                # process switches it (SQLite does not wait on its busy timeout there): retry
+                _when_unlocked(lambda: conn.execute("PRAGMA journal_mode=WAL"))
+                conn.execute("PRAGMA synchronous=NORMAL")
+            except BaseException:
+                conn.close()
+                raise
             self._local.conn = conn
         return conn
 
