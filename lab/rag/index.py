@@ -227,8 +227,13 @@ def _build(corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str, fi
                               hint="the embeddings are cached: a corrected config re-embeds nothing")
         if ann and (warning := ann_index.advice(ann, stats["n"])):
             log.warning(warning)
+        built = None
+        if ann is not None:  # recorded only where configured: manifests without it read as before
+            built = ann_index.create(store.table, ann, stats["n"]) or {
+                "kind": None, "params": ann_index.build_params(ann), "rows": stats["n"],
+                "why": f"{stats['n']} rows, under index.ann.min_rows {ann.min_rows}: exact search"}
         t0 = time.perf_counter()
-        manifest = _write_manifest(tmp, store, stats, corpus, cfg, embed_model, key)
+        manifest = _write_manifest(tmp, stats, corpus, cfg, embed_model, key, built)
         faults.point("index.before_rename")
         os.replace(tmp, final)
     except BaseException as exc:  # Ctrl-C, SIGTERM, a full disk: leave no half-written table behind
@@ -255,14 +260,14 @@ def _append(group: list, corpus: Corpus, cfg: ExperimentConfig, embed_model: Any
     nodes = chunk(Corpus(root=corpus.root, documents=group, pages=corpus.pages), cfg.chunker, embed_model)
     stats["during_chunking"] += embed_model.counters["computed"] - before
     t1 = time.perf_counter()
+    t2 = t1
     if nodes:
         vectors = embed_model.encode([n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes],
                                      embed_model.passage_prefix)
         for node, vec in zip(nodes, vectors):
             node.embedding = vec.tolist()
         stats["dim"] = int(vectors.shape[1])
-    t2 = time.perf_counter()
-    if nodes:
+        t2 = time.perf_counter()
         store.add(nodes)
     stats["n"] += len(nodes)
     stats["chars"] += sum(len(n.get_content()) for n in nodes)
@@ -271,9 +276,8 @@ def _append(group: list, corpus: Corpus, cfg: ExperimentConfig, embed_model: Any
     timings["write_s"] += time.perf_counter() - t2
 
 
-def _write_manifest(tmp: Path, store: LanceDBVectorStore, stats: dict, corpus: Corpus, cfg: ExperimentConfig,
-                    embed_model: Any, key: str) -> dict:
-    ann = _ann_config(cfg)
+def _write_manifest(tmp: Path, stats: dict, corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str,
+                    ann: dict | None) -> dict:
     n = stats["n"]
     manifest = {
         "key": key,
@@ -286,10 +290,8 @@ def _write_manifest(tmp: Path, store: LanceDBVectorStore, stats: dict, corpus: C
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "chunk_chars_mean": stats["chars"] / max(n, 1),
     }
-    if ann is not None:  # recorded only where configured: manifests without it read as before
-        manifest["ann"] = ann_index.create(store.table, ann, n) or {
-            "kind": None, "params": ann_index.build_params(ann), "rows": n,
-            "why": f"{n} rows, under index.ann.min_rows {ann.min_rows}: exact search"}
+    if ann is not None:
+        manifest["ann"] = ann
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
     return manifest
 
