@@ -11,14 +11,10 @@ from pathlib import Path
 from lab.errors import LabError
 
 
-#: URI schemes LanceDB opens that the cache cannot live on: a build is published by an atomic
-#: rename under a file lock, which object stores and LanceDB Cloud do not offer.
-REMOTE_SCHEMES = ("s3", "s3+ddb", "gs", "az", "abfs", "db", "memory", "http", "https", "hf")
-
-
 def cache_location(value: str | os.PathLike) -> Path:
     """A cache folder from a path (``~`` expanded) or a ``file://`` URI, e.g. ``file:///srv/lab-cache``;
-    an object-store or LanceDB Cloud URI is an error that says what works instead."""
+    any other URI (s3://, gs://, az://, LanceDB Cloud's db://, memory://) is an error that says what
+    works instead: a build is published by an atomic rename under a file lock, which they lack."""
     text = os.fspath(value)
     scheme = text.split("://", 1)[0].lower() if "://" in text else ""
     if scheme == "file":
