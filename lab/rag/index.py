@@ -219,7 +219,7 @@ def _build(corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str, fi
         store = LanceDBVectorStore(uri=str(tmp / "lancedb"), table_name=TABLE, mode="overwrite")
         with Ticker("index", corpus.n_chars, show_progress, unit="chars") as ticker:
             for group in document_groups(corpus.documents, GROUP_CHARS):
-                _append(group, corpus, cfg, embed_model, store, timings, stats)
+                _append(group, corpus, cfg, embed_model, store, timings, stats, show_progress)
                 ticker.update(sum(len(d.text) for d in group))
         problem = ann_index.check(ann, stats["dim"], stats["n"]) if ann else None
         if problem:
@@ -253,8 +253,9 @@ def _build(corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str, fi
 
 
 def _append(group: list, corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, store: LanceDBVectorStore,
-            timings: dict, stats: dict) -> None:
-    """Chunk, embed and append one group of documents."""
+            timings: dict, stats: dict, show_progress: bool) -> None:
+    """Chunk, embed and append one group of documents (a group's embedding shows its own progress:
+    a bar on a terminal, as the build's does, log lines elsewhere)."""
     t0 = time.perf_counter()
     before = embed_model.counters["computed"]
     nodes = chunk(Corpus(root=corpus.root, documents=group, pages=corpus.pages), cfg.chunker, embed_model)
@@ -263,7 +264,7 @@ def _append(group: list, corpus: Corpus, cfg: ExperimentConfig, embed_model: Any
     t2 = t1
     if nodes:
         vectors = embed_model.encode([n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes],
-                                     embed_model.passage_prefix)
+                                     embed_model.passage_prefix, show_progress=show_progress)
         for node, vec in zip(nodes, vectors):
             node.embedding = vec.tolist()
         stats["dim"] = int(vectors.shape[1])
