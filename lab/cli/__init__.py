@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from lab.cli import data, decide, gate, judge, track, workers
 from lab.config import dump_yaml, load_experiment, retrieval_only
 from lab.config.load import describe
+from lab import heap
 from lab.errors import LabError
 from lab.metrics import catalog
 from lab.paths import cache_root, follow_latest, resolve_run
@@ -215,7 +216,8 @@ def _run_opts(args: argparse.Namespace, show_progress: bool | None = None) -> "R
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from lab.eval.runner import run_experiment  # heavy (see the top of this module)
+    with heap.loading():
+        from lab.eval.runner import run_experiment  # heavy (see the top of this module)
 
     cfg = load_experiment(args.name, args.experiments, _overrides(args))
     track.require(args, cfg)  # with --track or a tracking: section, mlflow must import: fail before running
@@ -280,7 +282,8 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from lab.rag.pipeline import open_pipeline, resolve_models  # heavy (see the top of this module)
+    with heap.loading():
+        from lab.rag.pipeline import open_pipeline, resolve_models  # heavy (see the top of this module)
 
     cfg = load_experiment(args.name, args.experiments)
     root = args.experiments.resolve().parent
@@ -327,7 +330,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from lab.eval.sweep import parse_dial, run_sweep, table  # heavy (see the top of this module)
+    with heap.loading():
+        from lab.eval.sweep import parse_dial, run_sweep, table  # heavy (see the top of this module)
 
     catalog.check(args.metric)
     dials = [parse_dial(d) for d in args.dials]
@@ -339,7 +343,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_optimize(args: argparse.Namespace) -> int:
-    from lab.eval.optimize import DEFAULT_SPACE, parse_range, run_optimize  # heavy (see the top of this module)
+    with heap.loading():
+        from lab.eval.optimize import DEFAULT_SPACE, parse_range, run_optimize  # heavy (see the top of this module)
 
     catalog.check(args.metric)
     ranges = [parse_range(s) for s in (args.space or DEFAULT_SPACE)]

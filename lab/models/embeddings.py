@@ -20,6 +20,7 @@ import numpy as np
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
+from lab import heap
 from lab.caches import VectorCache
 from lab.config import EmbeddingConfig
 from lab.models.resolve import ResolvedModel, model_fingerprint
@@ -62,17 +63,18 @@ class LabEmbedding(BaseEmbedding):
 
     def _load(self) -> Any:
         if self._model is None:  # torch and sentence-transformers load here, on first use: heavy
-            from llama_index.embeddings.huggingface import HuggingFaceEmbedding
-            from transformers.utils import logging as hf_logging
+            with heap.loading():
+                from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+                from transformers.utils import logging as hf_logging
 
-            hf_logging.disable_progress_bar()  # "Loading weights" bars, also when output is not a terminal
-            self._model = HuggingFaceEmbedding(
-                model_name=self.model_location,
-                device="cpu",
-                embed_batch_size=self.embed_batch_size,
-                normalize=True,
-                show_progress_bar=False,
-            )
+                hf_logging.disable_progress_bar()  # "Loading weights" bars, also when output is not a terminal
+                self._model = HuggingFaceEmbedding(
+                    model_name=self.model_location,
+                    device="cpu",
+                    embed_batch_size=self.embed_batch_size,
+                    normalize=True,
+                    show_progress_bar=False,
+                )
         return self._model
 
     def encode(self, texts: list[str], prefix: str, show_progress: bool = False, use_cache: bool = True
