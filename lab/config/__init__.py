@@ -13,6 +13,7 @@ from lab.config.components import (
     FlagEmbeddingRerankerConfig,
     GuardrailConfig,
     HybridRetriever,
+    HeadersConfig,
     IndexConfig,
     KeywordOverlapRerankerConfig,
     LLMPointwiseRerankerConfig,
@@ -22,6 +23,7 @@ from lab.config.components import (
     RerankerConfig,
     RetrieverConfig,
     SemanticChunker,
+    SentenceWindowChunker,
     SentenceTransformerRerankerConfig,
     Strict,
     VectorRetriever,
@@ -59,10 +61,10 @@ from lab.config.schema import (
 __all__ = [
     "ANN_KINDS", "AnnConfig", "ANSWER_SECTIONS", "AutoActivation", "BM25Retriever", "CachesConfig", "CharBudgetContext", "ChunkerConfig",
     "ContextConfig", "DataConfig", "DEFAULT_CATEGORIES", "EmbeddingConfig", "ExperimentConfig", "FixedTokenChunker",
-    "FlagEmbeddingRerankerConfig", "GateConfig", "GenerationConfig", "GuardrailConfig", "HybridRetriever", "IndexConfig", "JudgeConfig",
+    "FlagEmbeddingRerankerConfig", "GateConfig", "GenerationConfig", "GuardrailConfig", "HeadersConfig", "HybridRetriever", "IndexConfig", "JudgeConfig",
     "KeywordOverlapRerankerConfig", "LLMConfig", "LLMPointwiseRerankerConfig", "LoaderConfig", "MetricsConfig",
     "PageChunker", "RagasConfig", "RecursiveCharacterChunker", "RerankerConfig", "ReportConfig", "RetrieverConfig",
-    "SampleConfig", "SCHEMA_VERSION", "SemanticChunker", "SentenceTransformerRerankerConfig", "Strict",
+    "SampleConfig", "SCHEMA_VERSION", "SemanticChunker", "SentenceTransformerRerankerConfig", "SentenceWindowChunker", "Strict",
     "TokenBudgetContext", "TopNContext", "TrackingConfig", "VectorRetriever", "component_names", "dump_yaml", "experiment_path",
     "load_experiment", "merge", "retrieval_only", "set_path",
 ]

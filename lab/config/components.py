@@ -77,8 +77,18 @@ class PageChunker(_CharacterChunker):
     chunk_overlap: int = Field(200, ge=0, description="For documents without pages.")
 
 
+class SentenceWindowChunker(Strict):
+    """Small-to-big: one node per sentence (LlamaIndex's SentenceWindowNodeParser), matched alone;
+    what is sent, scored and counted is its window, the ``window_size`` sentences each side of it
+    (the exact source text, with its offsets)."""
+
+    name: Literal["sentence_window"]
+    window_size: int = Field(3, ge=0, description="Sentences each side of the matched one that are sent with it.")
+
+
 ChunkerConfig = Annotated[
-    Union[RecursiveCharacterChunker, SemanticChunker, FixedTokenChunker, PageChunker], Field(discriminator="name")
+    Union[RecursiveCharacterChunker, SemanticChunker, FixedTokenChunker, PageChunker, SentenceWindowChunker],
+    Field(discriminator="name")
 ]
 
 
@@ -93,6 +103,23 @@ class EmbeddingConfig(Strict):
     batch_size: int = Field(8, gt=0, description="Texts per forward pass; small batches are fastest on CPU.")
     query_prefix: str = ""
     passage_prefix: str = ""
+
+
+#: What a contextual chunk header can name: the document's folder, its file name (without the
+#: extension) and its first Markdown heading.
+HEADER_FIELDS = ("doc_type", "name", "title")
+
+
+class HeadersConfig(Strict):
+    """Contextual chunk headers: a line naming each chunk's document (``contracts / Contract with
+    Belvedere Insurance for Markellm``) is put before the chunk's text where it is matched (the
+    embedded text and the BM25 index), never where it is scored or sent: metrics and the answer's
+    context read the chunk's own text, so a header cannot make a keyword appear in a chunk."""
+
+    fields: list[Literal[HEADER_FIELDS]] = Field(
+        default_factory=lambda: list(HEADER_FIELDS), min_length=1,
+        description="Parts of the header, in order; a part equal to an earlier one is left out.")
+    separator: str = Field(" / ", description="Between the parts.")
 
 
 #: ANN index kinds (LanceDB's vector indexes); ``auto`` picks ``AUTO_KIND`` at or above ``min_rows``.
@@ -225,9 +252,22 @@ class KeywordOverlapRerankerConfig(_RerankerBase):
     min_score: float = Field(0.3, description="Chunks scoring under this are dropped.")
 
 
+class DocBoostRerankerConfig(_RerankerBase):
+    """Document-level signal: each candidate's first-stage score (min-max over the candidates) plus
+    ``weight`` times its document's share of the evidence (the ``aggregate`` of its candidates'
+    normalised scores, over the best document's). Chunks of documents that many strong candidates
+    come from move up; no model."""
+
+    name: Literal["doc_boost"]
+    top_n: int = Field(4, gt=0)
+    weight: float = Field(0.5, ge=0, description="0: the first stage's order; larger: the documents' weight.")
+    aggregate: Literal["sum", "max", "mean"] = Field(
+        "sum", description="How a document's candidates' scores make its score.")
+
+
 RerankerConfig = Annotated[
     Union[FlagEmbeddingRerankerConfig, SentenceTransformerRerankerConfig, LLMPointwiseRerankerConfig,
-          KeywordOverlapRerankerConfig],
+          KeywordOverlapRerankerConfig, DocBoostRerankerConfig],
     Field(discriminator="name"),
 ]
 

@@ -19,6 +19,7 @@ from lab.config.components import (
     ChunkerConfig,
     EmbeddingConfig,
     GuardrailConfig,
+    HeadersConfig,
     IndexConfig,
     MAX_K,
     LoaderConfig,
@@ -221,6 +222,7 @@ class ExperimentConfig(Strict):
     data: DataConfig
     loader: LoaderConfig = Field(default_factory=LoaderConfig)
     chunker: ChunkerConfig
+    headers: HeadersConfig | None = None
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     index: IndexConfig | None = None
     retriever: RetrieverConfig

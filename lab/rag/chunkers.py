@@ -4,6 +4,11 @@ Every chunker is registered in :data:`CHUNKERS` under its config ``name``. Node 
 (``<source>#<n>``) and nodes keep their character offsets in the source; PDF chunks say which
 pages they cover. Nodes inherit their document's metadata exclusions (set by the loader), so
 metadata stays out of the embedded text unless ``embedding.embed_metadata`` is set.
+
+Contextual chunk headers (``headers:``, :func:`add_headers`): each node gets a ``header``
+metadata entry naming its document, which :func:`matched_text` puts before the node's text where
+it is matched (the embedded text, the BM25 column); the node's own text, which metrics score and
+the answer's context sends, is unchanged.
 """
 
 from __future__ import annotations
@@ -11,13 +16,16 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable, Iterable, Sequence
 
+import re
+from pathlib import PurePosixPath
+
 import numpy as np
 from langchain_text_splitters import RecursiveCharacterTextSplitter
-from llama_index.core.node_parser import NodeParser, SemanticSplitterNodeParser
+from llama_index.core.node_parser import NodeParser, SemanticSplitterNodeParser, SentenceWindowNodeParser
 from llama_index.core.node_parser.node_utils import build_nodes_from_splits
-from llama_index.core.schema import BaseNode
+from llama_index.core.schema import BaseNode, MetadataMode
 
-from lab.config import ChunkerConfig, FixedTokenChunker, PageChunker, RecursiveCharacterChunker, SemanticChunker
+from lab.config import ChunkerConfig, FixedTokenChunker, HeadersConfig, SentenceWindowChunker, PageChunker, RecursiveCharacterChunker, SemanticChunker
 from lab.errors import DataError
 from lab.rag.loaders import Corpus, pages_of
 from lab.rag.tokens import encoding
@@ -217,11 +225,105 @@ def _semantic(cfg: SemanticChunker, embed_model: Any) -> NodeParser:
     )
 
 
+#: Metadata of a sentence-window node: its window's text and offsets in the source (sent, scored).
+WINDOW, WINDOW_START, WINDOW_END = "window", "window_start", "window_end"
+
+
+class LabSentenceWindowNodeParser(SentenceWindowNodeParser):
+    """LlamaIndex's sentence-window parser with an exact window: the source text from the first
+    to the last sentence of the window (LlamaIndex joins the sentences with spaces, which changes
+    the text and loses its offsets), and the window's offsets in ``window_start``/``window_end``."""
+
+    def build_window_nodes_from_documents(self, documents: Sequence[BaseNode]) -> list[BaseNode]:
+        out: list[BaseNode] = []
+        for doc in documents:
+            nodes = super().build_window_nodes_from_documents([doc])
+            text, cursor, spans = doc.get_content(), 0, []
+            for node in nodes:  # the splitter's sentences are the source's text, in order
+                start = text.find(node.get_content(), cursor)
+                if start < 0:  # cannot happen for the splitter's own pieces; keep LlamaIndex's window
+                    spans = []
+                    break
+                spans.append((start, start + len(node.get_content())))
+                cursor = start + len(node.get_content())
+            for i, node in enumerate(nodes[:len(spans)]):
+                a = spans[max(0, i - self.window_size)][0]
+                b = spans[min(i + self.window_size, len(nodes) - 1)][1]
+                node.metadata.update({WINDOW: text[a:b], WINDOW_START: a, WINDOW_END: b})
+                for hidden in (node.excluded_embed_metadata_keys, node.excluded_llm_metadata_keys):
+                    hidden.extend(k for k in (WINDOW_START, WINDOW_END) if k not in hidden)
+            out.extend(nodes)
+        return out
+
+
+@CHUNKERS.register("sentence_window")
+def _sentence_window(cfg: SentenceWindowChunker, embed_model: Any) -> NodeParser:
+    return LabSentenceWindowNodeParser.from_defaults(window_size=cfg.window_size, window_metadata_key=WINDOW,
+                                                     id_func=stable_id, include_prev_next_rel=False)
+
+
+def send_windows(nodes: Sequence[Any]) -> list[Any]:
+    """Small-to-big, at the end of the second stage: each sentence-window node's text becomes its
+    window (LlamaIndex's ``MetadataReplacementPostProcessor``) and its offsets the window's, so that
+    the answer's context, the metrics and the context size all read what is sent. Other nodes pass."""
+    from llama_index.core.postprocessor import MetadataReplacementPostProcessor
+
+    out = MetadataReplacementPostProcessor(target_metadata_key=WINDOW).postprocess_nodes(list(nodes))
+    for n in out:
+        meta = n.node.metadata
+        if WINDOW_START in meta:
+            n.node.start_char_idx, n.node.end_char_idx = meta[WINDOW_START], meta[WINDOW_END]
+    return out
+
+
 def build_chunker(cfg: ChunkerConfig, embed_model: Any) -> NodeParser:
     return CHUNKERS.get(cfg.name, where="chunker.name")(cfg, embed_model)
 
 
-def chunk(corpus: Corpus, cfg: ChunkerConfig, embed_model: Any, show_progress: bool = False) -> list[BaseNode]:
+_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+
+
+def first_heading(text: str) -> str:
+    """The text of a document's first Markdown heading ('' if it has none)."""
+    m = _HEADING.search(text)
+    return m.group(1).strip() if m else ""
+
+
+def header_text(metadata: dict, title: str, cfg: HeadersConfig) -> str:
+    """The header of a chunk: ``cfg.fields`` of its document joined by ``cfg.separator``; empty
+    parts, and parts equal (ignoring case) to an earlier one, are left out."""
+    parts = {"doc_type": metadata.get("doc_type", ""),
+             "name": PurePosixPath(metadata.get("file_name", "")).stem,
+             "title": title}
+    kept: list[str] = []
+    for name in cfg.fields:
+        part = " ".join(parts[name].split())
+        if part and part.casefold() not in {k.casefold() for k in kept}:
+            kept.append(part)
+    return cfg.separator.join(kept)
+
+
+def add_headers(nodes: Sequence[BaseNode], documents: Sequence[BaseNode], cfg: HeadersConfig) -> None:
+    """Give each node its document's header (``metadata["header"]``), kept out of the text models
+    read through LlamaIndex (embed and LLM modes): :func:`matched_text` places it instead."""
+    titles = {d.metadata.get("source"): first_heading(d.get_content()) for d in documents}
+    for node in nodes:
+        node.metadata["header"] = header_text(node.metadata, titles.get(node.metadata.get("source"), ""), cfg)
+        for hidden in (node.excluded_embed_metadata_keys, node.excluded_llm_metadata_keys):
+            if "header" not in hidden:
+                hidden.append("header")
+
+
+def matched_text(node: BaseNode, mode: MetadataMode = MetadataMode.EMBED) -> str:
+    """The text a node is matched by: its header (if any) over its content in ``mode``
+    (``EMBED`` for the embedding, ``NONE`` for the BM25 column)."""
+    header = node.metadata.get("header")
+    body = node.get_content(metadata_mode=mode)
+    return f"{header}\n\n{body}" if header else body
+
+
+def chunk(corpus: Corpus, cfg: ChunkerConfig, embed_model: Any, show_progress: bool = False,
+          headers: HeadersConfig | None = None) -> list[BaseNode]:
     parser = build_chunker(cfg, embed_model)
     if isinstance(parser, PageNodeParser):
         parser.page_maps = corpus.pages
@@ -233,4 +335,6 @@ def chunk(corpus: Corpus, cfg: ChunkerConfig, embed_model: Any, show_progress: b
             label = pages_of(page_map, node.start_char_idx, node.end_char_idx)
             if label:
                 node.metadata["page"] = label
+    if headers is not None:
+        add_headers(nodes, corpus.documents, headers)
     return nodes

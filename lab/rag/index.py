@@ -24,17 +24,17 @@ from typing import Any, Iterator, Sequence
 from llama_index.core import VectorStoreIndex
 from llama_index.core.schema import MetadataMode
 from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
-from llama_index.core.vector_stores.utils import metadata_dict_to_node
+from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
 from llama_index.vector_stores.lancedb import LanceDBVectorStore
 from pydantic import PrivateAttr
 
 from lab import faults
 from lab.caches import cache_fault
-from lab.config import AnnConfig, ChunkerConfig, EmbeddingConfig, ExperimentConfig
+from lab.config import AnnConfig, ChunkerConfig, EmbeddingConfig, ExperimentConfig, HeadersConfig
 from lab.errors import ConfigError
 from lab.progress import Ticker
 from lab.rag import ann as ann_index
-from lab.rag.chunkers import chunk
+from lab.rag.chunkers import chunk, matched_text
 from lab.rag.loaders import Corpus
 
 log = logging.getLogger(__name__)
@@ -89,11 +89,32 @@ class LabLanceDBVectorStore(LanceDBVectorStore):
         return [self._result(rows) for rows in grouped]
 
 
+class _BuildStore(LanceDBVectorStore):
+    """The store a build appends to: LlamaIndex's ``add``, except that the ``text`` column (the
+    one the BM25 index reads) holds what the node is matched by, its contextual header included
+    (:func:`lab.rag.chunkers.matched_text`); without headers that is the node's text, as before.
+    The node itself (``metadata``) keeps its own text."""
+
+    def add(self, nodes: list, **add_kwargs: Any) -> list[str]:
+        if not nodes:
+            return []
+        data = [{"id": n.node_id, self.doc_id_key: n.ref_doc_id, self.vector_column_name: n.get_embedding(),
+                 self.text_key: matched_text(n, MetadataMode.NONE),
+                 "metadata": node_to_metadata_dict(n, remove_text=False, flat_metadata=self.flat_metadata)}
+                for n in nodes]
+        if self._table is None:
+            self._table = self._connection.create_table(self._table_name, data, mode=self.mode)
+        else:
+            self._table.add(data)
+        self._fts_index_ready = False
+        return [n.node_id for n in nodes]
+
+
 def index_key(corpus_hash: str, chunker_cfg: ChunkerConfig, embedding_cfg: EmbeddingConfig,
-              embed_fingerprint: str, ann: AnnConfig | None = None) -> str:
+              embed_fingerprint: str, ann: AnnConfig | None = None, headers: HeadersConfig | None = None) -> str:
     """sha256 of everything that changes the table's rows, and of an ANN index's build parameters
-    where there is one (left out otherwise, so tables without one keep their keys); batch sizes
-    and ANN search settings are left out."""
+    where there is one; contextual headers and the ANN index are left out where not configured, so
+    tables without them keep their keys. Batch sizes and ANN search settings are left out."""
     body = {
         "corpus": corpus_hash,
         "chunker": chunker_cfg.model_dump(mode="json"),
@@ -105,6 +126,8 @@ def index_key(corpus_hash: str, chunker_cfg: ChunkerConfig, embedding_cfg: Embed
     }
     if ann is not None:
         body["ann"] = ann_index.build_params(ann)
+    if headers is not None:
+        body["headers"] = headers.model_dump(mode="json")
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -157,7 +180,8 @@ def open_or_build(
     show_progress: bool = True,
 ) -> IndexHandle:
     """Open the table for this (corpus, chunker, embedding), building it first if needed."""
-    key = index_key(corpus.content_hash, cfg.chunker, cfg.embedding, embed_model.fingerprint, _ann_config(cfg))
+    key = index_key(corpus.content_hash, cfg.chunker, cfg.embedding, embed_model.fingerprint, _ann_config(cfg),
+                    cfg.headers)
     root = cache_root / "indexes"
     final = root / key
     _remove_orphans(root)
@@ -216,7 +240,7 @@ def _build(corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str, fi
     tmp = final.parent / f".{key}.tmp-{os.getpid()}"
     stats = {"n": 0, "chars": 0, "during_chunking": 0, "dim": 0}
     try:
-        store = LanceDBVectorStore(uri=str(tmp / "lancedb"), table_name=TABLE, mode="overwrite")
+        store = _BuildStore(uri=str(tmp / "lancedb"), table_name=TABLE, mode="overwrite")
         with Ticker("index", corpus.n_chars, show_progress, unit="chars") as ticker:
             for group in document_groups(corpus.documents, GROUP_CHARS):
                 _append(group, corpus, cfg, embed_model, store, timings, stats, show_progress)
@@ -258,12 +282,13 @@ def _append(group: list, corpus: Corpus, cfg: ExperimentConfig, embed_model: Any
     a bar on a terminal, as the build's does, log lines elsewhere)."""
     t0 = time.perf_counter()
     before = embed_model.counters["computed"]
-    nodes = chunk(Corpus(root=corpus.root, documents=group, pages=corpus.pages), cfg.chunker, embed_model)
+    nodes = chunk(Corpus(root=corpus.root, documents=group, pages=corpus.pages), cfg.chunker, embed_model,
+                  headers=cfg.headers)
     stats["during_chunking"] += embed_model.counters["computed"] - before
     t1 = time.perf_counter()
     t2 = t1
     if nodes:
-        vectors = embed_model.encode([n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes],
+        vectors = embed_model.encode([matched_text(n) for n in nodes],
                                      embed_model.passage_prefix, show_progress=show_progress)
         for node, vec in zip(nodes, vectors):
             node.embedding = vec.tolist()
@@ -293,6 +318,8 @@ def _write_manifest(tmp: Path, stats: dict, corpus: Corpus, cfg: ExperimentConfi
     }
     if ann is not None:
         manifest["ann"] = ann
+    if cfg.headers is not None:
+        manifest["headers"] = cfg.headers.model_dump(mode="json")
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
     return manifest
 

@@ -7,8 +7,9 @@ call :meth:`Chain.apply`, so they rank alike by construction.
 - rerankers, registered in :data:`RERANKERS` under their config ``name``:
   ``flag_embedding`` (LlamaIndex ``FlagEmbeddingReranker``, bge-reranker models),
   ``sentence_transformer`` (LlamaIndex ``SentenceTransformerRerank``, ms-marco cross-encoders),
-  ``llm_pointwise`` (a local LLM, :mod:`lab.rag.llm_reranker`) and ``keyword_overlap``
-  (:class:`KeywordOverlapReranker`, no model);
+  ``llm_pointwise`` (a local LLM, :mod:`lab.rag.llm_reranker`), ``keyword_overlap``
+  (:class:`KeywordOverlapReranker`, no model) and ``doc_boost`` (:class:`DocBoostReranker`,
+  document-level evidence, no model);
 - :class:`AutoActivatedReranker`, a policy that runs a reranker only when the first stage looks
   unsure; :class:`KeepFirst`, the candidate cut;
 - :func:`low_confidence`, the guardrail for questions retrieval cannot answer.
@@ -34,6 +35,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from lab.config import ExperimentConfig, GuardrailConfig, RerankerConfig
 from lab.errors import LabError
 from lab.models.resolve import ResolvedModel, resolve_gguf, resolve_hf_model
+from lab.rag.chunkers import send_windows
 from lab.rag.llm_reranker import LlamaCppRelevanceScorer, LLMPointwiseReranker
 from lab.rag.retrievers import hide_from_models
 from lab.registry import Registry
@@ -83,6 +85,49 @@ class KeywordOverlapReranker(BaseNodePostprocessor):
             scored.append(NodeWithScore(node=n.node, score=final))
         scored.sort(key=lambda x: -x.score)
         return [n for n in scored if n.score >= self.min_score][: self.top_n]
+
+
+def doc_boost(scores: Sequence[float], docs: Sequence[str], weight: float, aggregate: str
+              ) -> list[tuple[float, float]]:
+    """(normalised score, document boost) of each candidate, from their first-stage ``scores`` and
+    documents ``docs``; the final score is their sum. ``n`` is min-max normalised over the
+    candidates (all 1.0 when they are equal), ``D(d)`` is the ``aggregate`` (sum, max or mean) of
+    ``n`` over the candidates of document d, and the boost is ``weight * D(doc) / max D``."""
+    lo, hi = (min(scores), max(scores)) if scores else (0.0, 0.0)
+    norm = [1.0 if hi == lo else (s - lo) / (hi - lo) for s in scores]
+    per_doc: dict[str, list[float]] = {}
+    for n, d in zip(norm, docs):
+        per_doc.setdefault(d, []).append(n)
+    agg = {"sum": sum, "max": max, "mean": statistics.fmean}[aggregate]
+    doc_score = {d: agg(v) for d, v in per_doc.items()}
+    top = max(doc_score.values(), default=0.0)
+    return [(n, weight * doc_score[d] / top if top > 0 else 0.0) for n, d in zip(norm, docs)]
+
+
+class DocBoostReranker(BaseNodePostprocessor):
+    """Reorders the candidates by :func:`doc_boost` (ties keep the first stage's order) and keeps
+    ``top_n``; each node records its document's boost in ``lab_doc_boost``."""
+
+    weight: float = Field(default=0.5)
+    aggregate: str = Field(default="sum")
+    top_n: int = Field(default=4)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "DocBoostReranker"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+                           ) -> list[NodeWithScore]:
+        parts = doc_boost([float(n.score or 0.0) for n in nodes],
+                          [n.node.metadata.get("source", n.node.node_id) for n in nodes], self.weight, self.aggregate)
+        order = sorted(range(len(nodes)), key=lambda i: -sum(parts[i]))  # stable: ties keep first-stage order
+        out = []
+        for i in order[: self.top_n]:
+            node = nodes[i].node
+            node.metadata["lab_doc_boost"] = parts[i][1]
+            hide_from_models(node, "lab_doc_boost")
+            out.append(NodeWithScore(node=node, score=sum(parts[i])))
+        return out
 
 
 def activation(question: str, scores: Sequence[float], min_query_tokens: int, max_top_score: float,
@@ -181,7 +226,7 @@ def resolve_reranker(cfg: RerankerConfig | None) -> RerankerPlan | None:
 
 RERANKERS: Registry[Callable[[RerankerPlan, Any], BaseNodePostprocessor]] = Registry("reranker")
 #: Rerankers that load no model (their plan names no weights).
-MODEL_FREE = {"keyword_overlap"}
+MODEL_FREE = {"keyword_overlap", "doc_boost"}
 
 
 @RERANKERS.register("flag_embedding")
@@ -224,6 +269,12 @@ def _overlap(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
     c = plan.cfg
     return KeywordOverlapReranker(vector_weight=c.vector_weight, overlap_weight=c.overlap_weight,
                                   min_score=c.min_score, top_n=c.top_n)
+
+
+@RERANKERS.register("doc_boost")
+def _doc_boost(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
+    c = plan.cfg
+    return DocBoostReranker(weight=c.weight, aggregate=c.aggregate, top_n=c.top_n)
 
 
 class KeepFirst(BaseNodePostprocessor):
@@ -274,20 +325,25 @@ class Chain:
     guardrail: GuardrailConfig | None
     candidate_k: int | None  # how many first-stage nodes the reranker scores
     reranker: BaseNodePostprocessor | None
+    windows: bool = False  # sentence-window chunks: send each one's window
 
     def apply(self, first: list[NodeWithScore], query_bundle: QueryBundle, rank_suppressed: bool = True) -> Ranked:
         """Rank one question. The guard judges the first-stage scores; ``rank_suppressed`` False
-        skips reranking a question the guard suppresses (the query engine sends it nothing)."""
+        skips reranking a question the guard suppresses (the query engine sends it nothing).
+        Sentence-window nodes leave as their windows (:func:`lab.rag.chunkers.send_windows`)."""
         g = self.guardrail
         low = None if g is None else low_confidence([score_float(n.score) or 0.0 for n in first], g.min_top_score)
         suppress = bool(low) and g is not None and g.suppress_generation
         if self.reranker is None or (suppress and not rank_suppressed):
-            return Ranked(list(first), low, suppress, None, None)
+            return Ranked(self._sent(list(first)), low, suppress, None, None)
         t0 = time.perf_counter()
         candidates = KeepFirst(k=self.candidate_k).postprocess_nodes(first, query_bundle=query_bundle)
         final = self.reranker.postprocess_nodes(candidates, query_bundle=query_bundle)
         decision = dict(self.reranker.last) if isinstance(self.reranker, AutoActivatedReranker) else None
-        return Ranked(final, low, suppress, decision, time.perf_counter() - t0)
+        return Ranked(self._sent(final), low, suppress, decision, time.perf_counter() - t0)
+
+    def _sent(self, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
+        return send_windows(nodes) if self.windows else nodes
 
 
 class ChainPostprocessor(BaseNodePostprocessor):
@@ -316,7 +372,7 @@ def build_chain(cfg: ExperimentConfig, reranker: BaseNodePostprocessor | None) -
     default every retrieved node) and its reranker (built by :func:`build_reranker`)."""
     r = cfg.reranker
     candidate_k = None if r is None else (r.candidate_k or cfg.retriever.top_k)
-    return Chain(cfg.guardrail, candidate_k, reranker)
+    return Chain(cfg.guardrail, candidate_k, reranker, windows=cfg.chunker.name == "sentence_window")
 
 
 def score_float(score: object) -> float | None:

@@ -1,0 +1,258 @@
+"""Retrieval designs past the seeds: contextual chunk headers and the document-level boost.
+
+By hand first (the header of a document, the boost's arithmetic), then what a real run on the
+fixture project retrieves and sends, and that each shipped config runs retrieval-only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lancedb
+import pytest
+from llama_index.core.schema import Document, MetadataMode, NodeWithScore, TextNode
+from pydantic import ValidationError
+
+from lab.config import HeadersConfig, load_experiment
+from lab.config import SentenceWindowChunker
+from lab.rag.chunkers import add_headers, build_chunker, first_heading, header_text, matched_text, send_windows
+from lab.rag.index import TABLE, index_key
+from lab.rag.postprocess import DocBoostReranker, doc_boost
+from runs import ROOT, lab, latest, load
+
+FIX = ROOT / "tests" / "fixtures"
+
+
+# ---------------------------------------------------------------------------------------------
+# contextual headers, by hand
+
+@pytest.mark.parametrize("text, heading", [
+    ("# HR Record\n\n# Alex Chen\n\n## Summary", "HR Record"),  # the first one, not the best one
+    ("Intro line\n\n## Pricing ##\nbody", "Pricing"),  # closing hashes dropped
+    ("#hashtag is not a heading\nplain text", ""),  # a heading needs a space after the hashes
+    ("", ""),
+])
+def test_first_heading(text, heading):
+    assert first_heading(text) == heading
+
+
+@pytest.mark.parametrize("meta, title, fields, header", [
+    ({"doc_type": "employees", "file_name": "Alex Chen.md"}, "HR Record", ["doc_type", "name", "title"],
+     "employees / Alex Chen / HR Record"),
+    # the file name and the heading say the same (case aside): said once
+    ({"doc_type": "contracts", "file_name": "Contract with Belvedere Insurance for Markellm.md"},
+     "Contract with Belvedere INSURANCE for Markellm", ["doc_type", "name", "title"],
+     "contracts / Contract with Belvedere Insurance for Markellm"),
+    ({"doc_type": "", "file_name": "notes.txt"}, "", ["doc_type", "name", "title"], "notes"),  # empty parts go
+    ({"doc_type": "products", "file_name": "Rellm.md"}, "Rellm:  AI   Reinsurance", ["title", "doc_type"],
+     "Rellm: AI Reinsurance / products"),  # order as configured, white space collapsed
+])
+def test_header_text(meta, title, fields, header):
+    assert header_text(meta, title, HeadersConfig(fields=fields)) == header
+
+
+def test_headers_config_refuses_unknown_or_no_fields():
+    with pytest.raises(ValidationError, match="fields"):
+        HeadersConfig(fields=[])
+    with pytest.raises(ValidationError, match="summary"):
+        HeadersConfig(fields=["summary"])
+
+
+def test_header_is_matched_but_never_read_as_the_chunk():
+    doc = Document(text="# Ember 90\n\nThe Ember 90 costs 8,400 euros.", id_="products/ember90.md",
+                   metadata={"source": "products/ember90.md", "doc_type": "products", "file_name": "ember90.md"},
+                   excluded_embed_metadata_keys=["source", "doc_type", "file_name", "page"],
+                   excluded_llm_metadata_keys=[])
+    node = TextNode(text="The Ember 90 costs 8,400 euros.", metadata=dict(doc.metadata),
+                    excluded_embed_metadata_keys=list(doc.excluded_embed_metadata_keys),
+                    excluded_llm_metadata_keys=[])
+    add_headers([node], [doc], HeadersConfig())
+    assert node.metadata["header"] == "products / ember90 / Ember 90"
+    assert matched_text(node) == "products / ember90 / Ember 90\n\nThe Ember 90 costs 8,400 euros."
+    assert matched_text(node, MetadataMode.NONE) == matched_text(node)
+    # what metrics score and what the answer's context sends: no header
+    assert node.get_content() == "The Ember 90 costs 8,400 euros."
+    assert "products / ember90" not in node.get_content(metadata_mode=MetadataMode.LLM)
+    assert node.get_content(metadata_mode=MetadataMode.EMBED) == "The Ember 90 costs 8,400 euros."
+    bare = TextNode(text="no header")
+    assert matched_text(bare) == "no header"
+
+
+def test_headers_change_the_index_key_and_their_absence_does_not():
+    cfg = load_experiment("small-retrieval", FIX / "experiments")
+    plain = index_key("c", cfg.chunker, cfg.embedding, "m")
+    assert plain == "8fbfe52857c86c0d5634"  # every table built before headers existed keeps its key
+    assert index_key("c", cfg.chunker, cfg.embedding, "m", None, None) == plain
+    with_headers = index_key("c", cfg.chunker, cfg.embedding, "m", None, HeadersConfig())
+    assert with_headers != plain
+    assert index_key("c", cfg.chunker, cfg.embedding, "m", None, HeadersConfig(fields=["name"])) != with_headers
+    assert load_experiment("small-retrieval", FIX / "experiments").fingerprint() == cfg.fingerprint()
+
+
+# ---------------------------------------------------------------------------------------------
+# document-level boost, by hand
+
+def test_doc_boost_by_hand():
+    # scores 0.9 0.8 0.7 0.1 normalise to 1, 0.875, 0.75, 0; documents a b b c
+    # sum per document: a 1, b 1.625, c 0; boost = 0.5 * D / 1.625
+    parts = doc_boost([0.9, 0.8, 0.7, 0.1], ["a", "b", "b", "c"], 0.5, "sum")
+    assert [p[0] for p in parts] == pytest.approx([1.0, 0.875, 0.75, 0.0])
+    assert [p[1] for p in parts] == pytest.approx([0.5 / 1.625, 0.5, 0.5, 0.0])
+    # max per document: a 1, b 0.875 -> boosts 0.5, 0.4375, 0.4375, 0
+    assert [p[1] for p in doc_boost([0.9, 0.8, 0.7, 0.1], ["a", "b", "b", "c"], 0.5, "max")] == \
+        pytest.approx([0.5, 0.4375, 0.4375, 0.0])
+    # mean per document: a 1, b 0.8125 -> boosts 0.5, 0.40625, 0.40625, 0
+    assert [p[1] for p in doc_boost([0.9, 0.8, 0.7, 0.1], ["a", "b", "b", "c"], 0.5, "mean")] == \
+        pytest.approx([0.5, 0.40625, 0.40625, 0.0])
+    assert doc_boost([0.4, 0.4], ["a", "b"], 1.0, "sum") == [(1.0, 1.0), (1.0, 1.0)]  # equal scores
+    assert doc_boost([], [], 0.5, "sum") == []
+
+
+def test_doc_boost_reranker_orders_by_evidence_and_keeps_top_n():
+    nodes = [NodeWithScore(node=TextNode(id_=i, text=i, metadata={"source": d}), score=s)
+             for i, d, s in [("a1", "a", 0.9), ("b1", "b", 0.8), ("b2", "b", 0.7), ("c1", "c", 0.1)]]
+    out = DocBoostReranker(weight=0.5, aggregate="sum", top_n=3).postprocess_nodes(nodes)
+    # finals: a1 1.3077, b1 1.375, b2 1.25, c1 0
+    assert [n.node.node_id for n in out] == ["b1", "a1", "b2"]
+    assert [n.score for n in out] == pytest.approx([1.375, 1 + 0.5 / 1.625, 1.25])
+    assert out[0].node.metadata["lab_doc_boost"] == pytest.approx(0.5)
+    assert "lab_doc_boost" not in out[0].node.get_content(metadata_mode=MetadataMode.LLM)
+    # weight 0: the first stage's order
+    nodes0 = [NodeWithScore(node=n.node, score=s) for n, s in zip(nodes, [0.9, 0.8, 0.7, 0.1])]
+    zero = DocBoostReranker(weight=0.0, aggregate="sum", top_n=4).postprocess_nodes(nodes0)
+    assert [n.node.node_id for n in zero] == ["a1", "b1", "b2", "c1"]
+
+
+# ---------------------------------------------------------------------------------------------
+# small-to-big: sentence windows
+
+SOURCE = "First one here.\nSecond one  follows. Third is short.\n\nFourth ends it."
+
+
+def _window_nodes(window_size: int) -> list:
+    doc = Document(text=SOURCE, id_="d.md", metadata={"source": "d.md"}, excluded_embed_metadata_keys=["source"],
+                   excluded_llm_metadata_keys=[])  # as the loader makes them
+    return build_chunker(SentenceWindowChunker(name="sentence_window", window_size=window_size), None
+                         ).get_nodes_from_documents([doc])
+
+
+def test_sentence_window_is_the_exact_source_around_each_sentence():
+    nodes = _window_nodes(1)
+    # LlamaIndex's sentences keep the white space after them
+    assert [n.get_content() for n in nodes] == ["First one here.\n", "Second one  follows. ", "Third is short.\n\n",
+                                                "Fourth ends it."]
+    for n in nodes:  # each sentence's own offsets are exact
+        assert SOURCE[n.start_char_idx:n.end_char_idx] == n.get_content()
+    # the 2nd sentence's window: the 1st to the 3rd as in the source (LlamaIndex's own window joins
+    # the sentences with another space: "First one here.\n Second one  follows.  Third ...")
+    second = nodes[1].metadata
+    assert second["window"] == "First one here.\nSecond one  follows. Third is short.\n\n"
+    assert (second["window_start"], second["window_end"]) == (0, 37 + len("Third is short.\n\n"))
+    assert nodes[0].metadata["window"] == "First one here.\nSecond one  follows. "  # cut at the start
+    assert nodes[3].metadata["window"] == "Third is short.\n\nFourth ends it."  # and at the end
+    assert (nodes[3].metadata["window_start"], nodes[3].metadata["window_end"]) == (37, len(SOURCE))
+    # matched alone: the window is in neither the embedded nor the LLM text
+    assert nodes[1].get_content(metadata_mode=MetadataMode.EMBED) == "Second one  follows. "
+    assert "Third" not in nodes[1].get_content(metadata_mode=MetadataMode.LLM)
+
+
+def test_send_windows_sends_the_window_with_its_offsets():
+    nodes = _window_nodes(1)
+    sent = send_windows([NodeWithScore(node=nodes[3], score=0.9), NodeWithScore(node=TextNode(text="plain"), score=0.1)])
+    assert sent[0].node.get_content() == "Third is short.\n\nFourth ends it."
+    assert SOURCE[sent[0].node.start_char_idx:sent[0].node.end_char_idx] == sent[0].node.get_content()
+    assert sent[1].node.get_content() == "plain"  # not a window node: passes as it is
+    assert [n.score for n in sent] == [0.9, 0.1]
+
+
+# ---------------------------------------------------------------------------------------------
+# real runs on the fixture project
+
+def _write(project: Path, name: str, body: str) -> None:
+    (project / "experiments" / f"{name}.yaml").write_text(body)
+
+
+@pytest.mark.slow
+def test_headers_run_matches_with_the_header_and_scores_the_chunk(project):
+    _write(project, "small-headers", "schema_version: 1\nextends: small-hybrid\n"
+                                     "description: fixture hybrid with headers\nheaders: {}\n")
+    p = lab(project, "run", "small-headers", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    results, samples = load(latest(project, "small-headers"))
+    path = Path(results["index"]["path"])
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["headers"] == {"fields": ["doc_type", "name", "title"], "separator": " / "}
+    rows = lancedb.connect(str(path / "lancedb")).open_table(TABLE).to_arrow().to_pylist()
+    by_id = {r["id"]: r for r in rows}
+    # the BM25 column: header over the chunk's own text; the stored node: the chunk's own text
+    about = json.loads(by_id["company/about.md#0"]["metadata"]["_node_content"])
+    assert about["metadata"]["header"] == "company / about / About Brightwater Kilns"
+    assert by_id["company/about.md#0"]["text"] == "company / about / About Brightwater Kilns\n\n" + about["text"]
+    assert about["text"].startswith("# About Brightwater Kilns")
+    for s in samples:  # scored and sent: chunk texts only, and the context size counts them
+        assert all(not r["text"].startswith("company / ") and not r["text"].startswith("products / ")
+                   for r in s["retrieved"])
+        assert s["metrics"]["context_chars"] == sum(len(r["text"]) for r in s["retrieved"])
+    plain = lab(project, "run", "small-hybrid", "--no-progress")
+    assert plain.returncode == 0, plain.stderr
+    base, _ = load(latest(project, "small-hybrid"))
+    assert base["index"]["key"] != results["index"]["key"]
+    assert "headers" not in json.loads((Path(base["index"]["path"]) / "manifest.json").read_text())
+
+
+@pytest.mark.slow
+def test_doc_boost_run_reorders_by_the_recorded_first_stage(project):
+    _write(project, "small-doc-boost", "schema_version: 1\nextends: small-hybrid\n"
+                                       "description: fixture hybrid top 6, doc boost, top 3\n"
+                                       "retriever:\n  top_k: 6\n"
+                                       "reranker:\n  name: doc_boost\n  top_n: 3\n  weight: 0.5\n")
+    p = lab(project, "run", "small-doc-boost", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    results, samples = load(latest(project, "small-doc-boost"))
+    assert results["models"]["reranker"]["source"] == "builtin"
+    sources = {}
+    for s in samples:
+        for r in s["retrieved"]:
+            sources[r["id"]] = r["source"]
+    for s in samples:
+        first = s["first_stage"]
+        docs = [f["id"].split("#")[0] for f in first]  # node ids are <source>#<n>
+        parts = doc_boost([f["score"] for f in first], docs, 0.5, "sum")
+        expected = sorted(range(len(first)), key=lambda i: -sum(parts[i]))[:3]
+        assert [r["id"] for r in s["retrieved"]] == [first[i]["id"] for i in expected]
+        assert [r["score"] for r in s["retrieved"]] == pytest.approx([sum(parts[i]) for i in expected])
+
+
+@pytest.mark.slow
+def test_sentence_window_run_scores_and_counts_the_windows(project):
+    _write(project, "small-window", "schema_version: 1\nextends: small-retrieval\n"
+                                    "description: fixture sentences, window 1\n"
+                                    "chunker:\n  name: sentence_window\n  window_size: 1\n")
+    p = lab(project, "run", "small-window", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    _, samples = load(latest(project, "small-window"))
+    kb = project / "kb"
+    for s in samples:
+        for r in s["retrieved"]:  # what is recorded as sent: the exact window, at its offsets
+            assert (kb / r["source"]).read_text()[r["start_char_idx"]:r["end_char_idx"]] == r["text"]
+        assert s["metrics"]["context_chars"] == sum(len(r["text"]) for r in s["retrieved"])
+    f2 = next(s for s in samples if s["id"] == "f2")  # "How much does the Ember 90 cost?"
+    top = f2["retrieved"][0]
+    assert top["source"] == "products/ember90.md" and "8,400 euros" in top["text"]
+    # its golden span "costs 8,400 euros." lies inside the window that was sent: recall 1
+    assert f2["metrics"]["span_recall"] == 1.0
+
+
+@pytest.mark.parametrize("name", ["headers", "hybrid-headers", "doc-boost", "sentence-window"])
+def test_shipped_design_configs_run_retrieval_only(project, name):
+    """Each shipped design config validates and runs retrieval-only (here on the fixture's documents)."""
+    cfg = load_experiment(name, ROOT / "experiments")
+    assert cfg.headers is not None or cfg.reranker is not None or cfg.chunker.name == "sentence_window"
+    p = lab(project, "run", name, "--experiments", str(ROOT / "experiments"), "--retrieval-only", "--no-progress",
+            "--kb", str(project / "kb"), "--eval", str(project / "eval.jsonl"), "--reports", str(project / "reports"))
+    assert p.returncode == 0, p.stderr
+    results, samples = load(latest(project, name))
+    assert len(samples) == 6 and results["config"]["generation"] is None
+    assert all(1 <= len(s["retrieved"]) <= 6 for s in samples)
+    if cfg.headers is not None:
+        assert results["config"]["headers"]["fields"] == ["doc_type", "name", "title"]
