@@ -10,14 +10,14 @@ from pathlib import Path
 
 import lancedb
 import pytest
-from llama_index.core.schema import Document, MetadataMode, NodeWithScore, TextNode
+from llama_index.core.schema import Document, MetadataMode, NodeWithScore, QueryBundle, TextNode
 from pydantic import ValidationError
 
 from lab.config import HeadersConfig, load_experiment
 from lab.config import SentenceWindowChunker
 from lab.rag.chunkers import add_headers, build_chunker, first_heading, header_text, matched_text, send_windows
 from lab.rag.index import TABLE, index_key
-from lab.rag.postprocess import DocBoostReranker, doc_boost
+from lab.rag.postprocess import DocBoostReranker, DocTypeFilter, doc_boost, named_doc_types
 from runs import ROOT, lab, latest, load
 
 FIX = ROOT / "tests" / "fixtures"
@@ -121,6 +121,38 @@ def test_doc_boost_reranker_orders_by_evidence_and_keeps_top_n():
     nodes0 = [NodeWithScore(node=n.node, score=s) for n, s in zip(nodes, [0.9, 0.8, 0.7, 0.1])]
     zero = DocBoostReranker(weight=0.0, aggregate="sum", top_n=4).postprocess_nodes(nodes0)
     assert [n.node.node_id for n in zero] == ["a1", "b1", "b2", "c1"]
+
+
+# ---------------------------------------------------------------------------------------------
+# metadata filter by the document type a question names
+
+@pytest.mark.parametrize("question, named", [
+    ("Who signed the Metropolitan Life Group contract?", {"contracts"}),  # singular names the folder
+    ("How many Contracts does Healthllm have?", {"contracts"}),  # any case
+    ("Which employees joined in 2020?", {"employees"}),
+    ("Which companies does it list?", {"companies"}),  # -ies / -y
+    ("Which company founded it?", {"companies"}),
+    ("Is the contractor paid monthly?", set()),  # a longer word names nothing
+    ("Which product does the contract cover?", {"products", "contracts"}),
+    ("When was Insurellm founded?", set()),
+])
+def test_named_doc_types(question, named):
+    assert named_doc_types(question, ["contracts", "employees", "products", "companies"]) == named
+
+
+def test_doc_type_filter_keeps_the_named_type_in_order():
+    def nodes():
+        return [NodeWithScore(node=TextNode(id_=i, text=i, metadata={"doc_type": t}), score=s)
+                for i, t, s in [("p1", "products", 0.9), ("c1", "contracts", 0.8), ("e1", "employees", 0.7),
+                                ("c2", "contracts", 0.6), ("c3", "contracts", 0.5)]]
+
+    keep = DocTypeFilter(top_n=2)
+    out = keep.postprocess_nodes(nodes(), query_bundle=QueryBundle(query_str="Who signed the contract?"))
+    assert [n.node.node_id for n in out] == ["c1", "c2"] and [n.score for n in out] == [0.8, 0.6]
+    # naming no type, or a type no candidate has: the first stage's best
+    for q in ("Who founded it?", "Which company founded it?"):
+        out = keep.postprocess_nodes(nodes(), query_bundle=QueryBundle(query_str=q))
+        assert [n.node.node_id for n in out] == ["p1", "c1"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,7 +275,8 @@ def test_sentence_window_run_scores_and_counts_the_windows(project):
     assert f2["metrics"]["span_recall"] == 1.0
 
 
-@pytest.mark.parametrize("name", ["headers", "hybrid-headers", "doc-boost", "sentence-window"])
+@pytest.mark.parametrize("name", ["headers", "bm25-headers", "hybrid-headers", "doc-boost", "hybrid-headers-boost",
+                                  "hybrid-headers-filter", "sentence-window"])
 def test_shipped_design_configs_run_retrieval_only(project, name):
     """Each shipped design config validates and runs retrieval-only (here on the fixture's documents)."""
     cfg = load_experiment(name, ROOT / "experiments")

@@ -265,9 +265,18 @@ class DocBoostRerankerConfig(_RerankerBase):
         "sum", description="How a document's candidates' scores make its score.")
 
 
+class DocTypeFilterRerankerConfig(_RerankerBase):
+    """Metadata filter: when a question names a document type (a knowledge-base folder:
+    "contract" or "contracts" names ``contracts/``), only candidates of the named types are kept,
+    in the first stage's order; a question naming none, or none that a candidate has, keeps all."""
+
+    name: Literal["doc_type_filter"]
+    top_n: int = Field(4, gt=0)
+
+
 RerankerConfig = Annotated[
     Union[FlagEmbeddingRerankerConfig, SentenceTransformerRerankerConfig, LLMPointwiseRerankerConfig,
-          KeywordOverlapRerankerConfig, DocBoostRerankerConfig],
+          KeywordOverlapRerankerConfig, DocBoostRerankerConfig, DocTypeFilterRerankerConfig],
     Field(discriminator="name"),
 ]
 

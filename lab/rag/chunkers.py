@@ -8,16 +8,16 @@ metadata stays out of the embedded text unless ``embedding.embed_metadata`` is s
 Contextual chunk headers (``headers:``, :func:`add_headers`): each node gets a ``header``
 metadata entry naming its document, which :func:`matched_text` puts before the node's text where
 it is matched (the embedded text, the BM25 column); the node's own text, which metrics score and
-the answer's context sends, is unchanged.
+the answer's context sends, is unchanged. Sentence windows (``sentence_window``): sentences are
+the nodes, and :func:`send_windows` turns each into its window, text and offsets, once ranked.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from typing import Any, Callable, Iterable, Sequence
-
 import re
+from collections import deque
 from pathlib import PurePosixPath
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 from langchain_text_splitters import RecursiveCharacterTextSplitter
@@ -25,7 +25,8 @@ from llama_index.core.node_parser import NodeParser, SemanticSplitterNodeParser,
 from llama_index.core.node_parser.node_utils import build_nodes_from_splits
 from llama_index.core.schema import BaseNode, MetadataMode
 
-from lab.config import ChunkerConfig, FixedTokenChunker, HeadersConfig, SentenceWindowChunker, PageChunker, RecursiveCharacterChunker, SemanticChunker
+from lab.config import (ChunkerConfig, FixedTokenChunker, HeadersConfig, PageChunker, RecursiveCharacterChunker,
+                        SemanticChunker, SentenceWindowChunker)
 from lab.errors import DataError
 from lab.rag.loaders import Corpus, pages_of
 from lab.rag.tokens import encoding

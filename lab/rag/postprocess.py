@@ -130,6 +130,39 @@ class DocBoostReranker(BaseNodePostprocessor):
         return out
 
 
+def named_doc_types(question: str, doc_types: Sequence[str]) -> set[str]:
+    """The document types (folder names) a question names, as a word in the singular or plural
+    ("contract" and "Contracts" both name ``contracts``; "contractor" names nothing)."""
+    found = set(_WORD.findall(question.lower()))
+    named = set()
+    for t in doc_types:
+        base = t.lower()
+        forms = {base, base[:-1] if base.endswith("s") else base + "s"}
+        if base.endswith("ies"):
+            forms.add(base[:-3] + "y")
+        if found & forms:
+            named.add(t)
+    return named
+
+
+class DocTypeFilter(BaseNodePostprocessor):
+    """Keeps the candidates whose ``doc_type`` the question names (:func:`named_doc_types`), in
+    their order, then the best ``top_n``; a question naming no type a candidate has keeps all."""
+
+    top_n: int = Field(default=4)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "DocTypeFilter"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+                           ) -> list[NodeWithScore]:
+        types = {n.node.metadata.get("doc_type", "") for n in nodes} - {""}
+        named = named_doc_types(query_bundle.query_str if query_bundle else "", sorted(types))
+        kept = [n for n in nodes if n.node.metadata.get("doc_type") in named] if named else list(nodes)
+        return kept[: self.top_n]
+
+
 def activation(question: str, scores: Sequence[float], min_query_tokens: int, max_top_score: float,
                min_spread: float) -> list[str]:
     """Why the reranker should run for this question (empty: it should not).
@@ -226,7 +259,7 @@ def resolve_reranker(cfg: RerankerConfig | None) -> RerankerPlan | None:
 
 RERANKERS: Registry[Callable[[RerankerPlan, Any], BaseNodePostprocessor]] = Registry("reranker")
 #: Rerankers that load no model (their plan names no weights).
-MODEL_FREE = {"keyword_overlap", "doc_boost"}
+MODEL_FREE = {"keyword_overlap", "doc_boost", "doc_type_filter"}
 
 
 @RERANKERS.register("flag_embedding")
@@ -275,6 +308,11 @@ def _overlap(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
 def _doc_boost(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
     c = plan.cfg
     return DocBoostReranker(weight=c.weight, aggregate=c.aggregate, top_n=c.top_n)
+
+
+@RERANKERS.register("doc_type_filter")
+def _doc_type_filter(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
+    return DocTypeFilter(top_n=plan.cfg.top_n)
 
 
 class KeepFirst(BaseNodePostprocessor):
