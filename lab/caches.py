@@ -12,12 +12,14 @@ keeps and returns them.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
 import sqlite3
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Sequence
 
@@ -60,6 +62,40 @@ def _when_unlocked(fn, wait_s: float = 60.0):
             delay = min(delay * 2, 1.0)
 
 
+#: Every open connection: (its store, weakly; the thread it serves; the connection). Those whose
+#: store is gone or whose thread has ended are closed as new ones open.
+_OPEN: list[tuple[weakref.ref, threading.Thread, sqlite3.Connection]] = []
+_OPEN_LOCK = threading.Lock()
+
+
+def _opened(store: "SqliteStore", conn: sqlite3.Connection) -> None:
+    with _OPEN_LOCK:
+        live = [(s, t, c) for s, t, c in _OPEN if s() is not None and t.is_alive()]
+        ended = [c for s, t, c in _OPEN if s() is None or not t.is_alive()]
+        _OPEN[:] = live + [(weakref.ref(store), threading.current_thread(), conn)]
+    for c in ended:
+        _close(c)
+
+
+def _close(conn: sqlite3.Connection) -> None:
+    try:
+        conn.close()
+    except sqlite3.Error:
+        pass
+
+
+@atexit.register
+def close_all() -> None:
+    """Close every connection. At exit SQLite then folds the WAL into the database and removes the
+    ``-wal`` and ``-shm`` files; without this they would stay, because exit no longer collects the
+    objects that hold the connections (:mod:`lab.heap` freezes them; often they are in cycles)."""
+    with _OPEN_LOCK:
+        conns = [c for _, _, c in _OPEN]
+        _OPEN.clear()
+    for c in conns:
+        _close(c)
+
+
 class SqliteStore:
     """A table ``(key TEXT PRIMARY KEY, <column> <type> NOT NULL)`` in a file of its own. A full
     disk or a read-only folder raises :func:`cache_fault`'s error, naming the file."""
@@ -82,7 +118,8 @@ class SqliteStore:
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=60)
+            # one connection per thread; not checked, so that close_all() may close them at exit
+            conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False)
             try:
                 # switching a new file to WAL can fail at once with "database is locked" while another
                 # process switches it (SQLite does not wait on its busy timeout there): retry
@@ -92,6 +129,7 @@ class SqliteStore:
                 conn.close()
                 raise
             self._local.conn = conn
+            _opened(self, conn)
         return conn
 
     def _write(self, sql: str, rows: list[tuple]) -> None:

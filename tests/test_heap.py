@@ -84,3 +84,35 @@ def test_settle_collects_garbage_before_freezing():
         assert kept() is not None  # out of the collector's reach now
     finally:
         _restore(enabled)
+
+
+def test_exit_closes_the_caches_connections(tmp_path):
+    """A process that freezes its heap before exit (as ``python -m lab`` does) still closes every
+    SQLite connection at exit: the WAL is folded into the database and no -wal or -shm file stays,
+    also for a store that is cyclic garbage (which exit no longer collects) or used by a thread."""
+    import subprocess
+    import sys
+
+    script = f"""
+import gc, threading
+from pathlib import Path
+import numpy as np
+from lab.caches import VectorCache
+
+class Holder:  # a store in a reference cycle, as pipelines hold theirs
+    pass
+
+h = Holder(); h.me = h; h.cache = VectorCache(Path({str(tmp_path / "a.sqlite")!r}))
+h.cache.put_many({{"k": np.ones(3, dtype=np.float32)}})
+b = VectorCache(Path({str(tmp_path / "b.sqlite")!r}))
+t = threading.Thread(target=lambda: b.put_many({{"k": np.ones(3, dtype=np.float32)}})); t.start(); t.join()
+del h
+gc.freeze()
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.sqlite", "b.sqlite"]
+    from lab.caches import VectorCache
+
+    for name in ("a.sqlite", "b.sqlite"):  # and nothing was lost
+        assert VectorCache(tmp_path / name).get_many(["k"])["k"].tolist() == [1.0, 1.0, 1.0]
