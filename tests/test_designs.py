@@ -276,11 +276,12 @@ def test_sentence_window_run_scores_and_counts_the_windows(project):
 
 
 @pytest.mark.parametrize("name", ["headers", "bm25-headers", "hybrid-headers", "doc-boost", "hybrid-headers-boost",
-                                  "hybrid-headers-filter", "sentence-window"])
+                                  "hybrid-headers-filter", "sentence-window",
+                                  pytest.param("multi-query", marks=pytest.mark.slow)])  # Qwen: ~1 min
 def test_shipped_design_configs_run_retrieval_only(project, name):
     """Each shipped design config validates and runs retrieval-only (here on the fixture's documents)."""
     cfg = load_experiment(name, ROOT / "experiments")
-    assert cfg.headers is not None or cfg.reranker is not None or cfg.chunker.name == "sentence_window"
+    assert cfg.headers or cfg.reranker or cfg.query or cfg.chunker.name == "sentence_window"
     p = lab(project, "run", name, "--experiments", str(ROOT / "experiments"), "--retrieval-only", "--no-progress",
             "--kb", str(project / "kb"), "--eval", str(project / "eval.jsonl"), "--reports", str(project / "reports"))
     assert p.returncode == 0, p.stderr
@@ -289,3 +290,76 @@ def test_shipped_design_configs_run_retrieval_only(project, name):
     assert all(1 <= len(s["retrieved"]) <= 6 for s in samples)
     if cfg.headers is not None:
         assert results["config"]["headers"]["fields"] == ["doc_type", "name", "title"]
+
+
+# ---------------------------------------------------------------------------------------------
+# query side: multi-query fusion
+
+@pytest.mark.parametrize("reply, expected", [
+    ("1. Ember 90 price\n2. cost of the Ember 90 kiln\n3. Ember 90 euros", ["Ember 90 price", "cost of the Ember 90 kiln"]),
+    ("- \"Ember 90 price\"\n\n* Ember 90 PRICE\nQuery 3: kiln prices", ["Ember 90 price", "kiln prices"]),  # repeats out
+    ("How much does the Ember 90 cost?\nEmber 90 price", ["Ember 90 price"]),  # the question itself is not a rewrite
+    ("```\nEmber 90 price\n```", ["Ember 90 price"]),
+    ("", []),
+])
+def test_parse_rewrites(reply, expected):
+    from lab.rag.query import parse_rewrites
+
+    assert parse_rewrites(reply, "How much does the Ember 90 cost?", 2) == expected
+
+
+class _Lists(__import__("llama_index.core.base.base_retriever", fromlist=["BaseRetriever"]).BaseRetriever):
+    """A first stage answering each query string with a fixed ranked list (plumbing only)."""
+
+    def __init__(self, lists: dict) -> None:
+        self.lists, self.asked = lists, []
+        super().__init__()
+
+    def _retrieve(self, query_bundle):
+        self.asked.append(query_bundle.query_str)
+        return [NodeWithScore(node=TextNode(id_=i, text=f"chunk {i}"), score=1.0 - r / 10)
+                for r, i in enumerate(self.lists.get(query_bundle.query_str, []))]
+
+
+class _Replies:
+    """An LLM that answers every prompt with one reply, counting calls (plumbing only)."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.messages = text, []
+
+    def chat(self, messages, prompt_version, **kw):
+        self.messages.append((messages, prompt_version))
+        return type("Completion", (), {"text": self.text})()
+
+
+def test_multi_query_fuses_the_question_and_its_rewrites_by_reciprocal_rank():
+    from lab.config import QueryConfig
+    from lab.rag.query import MultiQueryRetriever
+
+    base = _Lists({"q": ["a", "b", "c"], "alpha": ["b", "d"], "beta": ["b", "a"]})
+    llm = _Replies("1. alpha\n2. beta\n3. gamma")
+    mq = MultiQueryRetriever(base, QueryConfig(rewrites=2), llm, top_k=3)
+    [out] = mq.retrieve_many([QueryBundle(query_str="q")])
+    # LlamaIndex's RRF, k = 60, ranks from 0: b 1/61 + 1/60 + 1/60, a 1/60 + 1/61, d 1/61, c 1/62
+    assert [n.node.node_id for n in out] == ["b", "a", "d"]
+    assert [n.score for n in out] == pytest.approx([1 / 61 + 2 / 60, 1 / 60 + 1 / 61, 1 / 61])
+    assert base.asked == ["q", "alpha", "beta"] and mq.rewrites == {"q": ["alpha", "beta"]}
+    [(messages, version)] = llm.messages
+    assert version == "multi-query-v1" and "Write 2 different search queries" in messages[1]["content"]
+    assert messages[1]["content"].endswith("Question: q")
+
+
+@pytest.mark.slow
+def test_multi_query_run_records_rewrites_and_reruns_from_the_cache(project):
+    p = lab(project, "run", "small-multi-query", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    results, samples = load(latest(project, "small-multi-query"))
+    assert results["config"]["query"]["rewrites"] == 2
+    assert results["llm_usage"]["query"]["calls"] == 6 and results["counters"]["llm_calls_query"] == 6
+    assert all(isinstance(s["query_rewrites"], list) and len(s["query_rewrites"]) <= 2 for s in samples)
+    assert all(r.casefold() != s["question"].casefold() for s in samples for r in s["query_rewrites"])
+    again = lab(project, "run", "small-multi-query", "--no-progress")
+    assert again.returncode == 0, again.stderr
+    results2, samples2 = load(latest(project, "small-multi-query"))
+    assert results2["llm_usage"]["query"]["calls"] == 0 and results2["llm_usage"]["query"]["cached"] == 6
+    assert [s["retrieved"] for s in samples2] == [s["retrieved"] for s in samples]  # same rewrites, same ranking

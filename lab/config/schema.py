@@ -94,6 +94,18 @@ class GenerationConfig(Strict):
         "temperature); with judge.repeats, judge variance and answer variance are reported apart. null: once.")
 
 
+class QueryConfig(Strict):
+    """Query-side rewriting before the first stage. ``multi_query``: the LLM writes ``rewrites``
+    other phrasings of each question, the first stage runs for the question and each rewrite, and
+    the lists are fused by reciprocal rank (LlamaIndex's ``QueryFusionRetriever``, k = 60), top_k
+    kept. Rewrites are cached by content like every model call."""
+
+    mode: Literal["multi_query"] = "multi_query"
+    rewrites: int = Field(3, ge=1, le=8, description="Rewrites per question (the question itself is searched too).")
+    prompt: str = Field("multi-query-v1", description="A prompt file in lab/prompts (without .txt).")
+    llm: LLMConfig = Field(default_factory=lambda: LLMConfig(max_tokens=128))
+
+
 #: How a judge's scores are read (:mod:`lab.eval.judge_methods`).
 JUDGE_METHODS = ("rubric", "rubric-expected", "per-dimension", "claims")
 
@@ -226,6 +238,7 @@ class ExperimentConfig(Strict):
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
     index: IndexConfig | None = None
     retriever: RetrieverConfig
+    query: QueryConfig | None = None
     reranker: RerankerConfig | None = None
     guardrail: GuardrailConfig | None = None
     caches: CachesConfig | None = None

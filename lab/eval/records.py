@@ -70,7 +70,8 @@ class Retrieved(TypedDict):
 class Sample(TypedDict, total=False):
     """One question. Always: id, question, category, keywords, reference_answer, keyword_ranks,
     metrics, retrieved, first_stage, timings. The rest when a stage that writes it ran:
-    references and span_chars (golden spans), rerank (auto-activation), semantic_cache,
+    references and span_chars (golden spans), query_rewrites (the query section), rerank
+    (auto-activation), semantic_cache,
     low_confidence (guardrail), context and answer (generation), judgement and calibration
     (judge), ragas."""
 
@@ -85,6 +86,7 @@ class Sample(TypedDict, total=False):
     first_stage: list[dict] | None  # [{id, score}] before reranking; None without a reranker
     timings: dict[str, float | None]
     references: list[dict]  # [{source, start, end}]
+    query_rewrites: list[str]  # the LLM's rewrites of the question (query: multi_query)
     span_chars: int | None
     rerank: dict  # {fired, why}
     semantic_cache: dict  # {hit, of?, similarity?}

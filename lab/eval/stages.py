@@ -139,6 +139,9 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
         if refs:
             samples[-1]["references"] = [{"source": src, "start": a, "end": b} for src, a, b in refs]
             samples[-1]["span_chars"] = span_chars
+        rewrites = getattr(pipe.retriever, "rewrites", None)
+        if rewrites is not None:
+            samples[-1]["query_rewrites"] = rewrites.get(row.question, [])
         if ranked.rerank is not None:  # auto-activation's decision
             samples[-1]["rerank"] = ranked.rerank
         if semantic is not None:

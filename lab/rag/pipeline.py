@@ -37,6 +37,7 @@ from lab.rag.generation import ANSWER_FIELDS, LabQueryEngine, LabSynthesizer
 from lab.rag.index import IndexHandle, ensure_fts, open_or_build
 from lab.rag.loaders import Corpus, load_folder
 from lab.rag.postprocess import Chain, ChainPostprocessor, RerankerPlan, build_chain, build_reranker, resolve_reranker
+from lab.rag.query import wrap_retriever
 from lab.rag.retrievers import NEEDS_FTS, build_retriever
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ class ModelPlans:
     embedding: ResolvedModel
     reranker: RerankerPlan | None
     generation: LLMPlan | None
+    query: LLMPlan | None = None  # the query section's LLM (rewrites)
 
 
 def resolve_models(cfg: ExperimentConfig, project_root: Path | None) -> ModelPlans:
@@ -61,7 +63,11 @@ def resolve_models(cfg: ExperimentConfig, project_root: Path | None) -> ModelPla
     if cfg.generation is not None:
         load_prompt(cfg.generation.prompt, ANSWER_FIELDS, where="generation.prompt")
         gen = resolve_llm(cfg.generation.llm, "generation", project_root)
-    return ModelPlans(embed, rerank, gen)
+    query = None
+    if cfg.query is not None:
+        load_prompt(cfg.query.prompt, {"n", "question"}, where="query.prompt")
+        query = resolve_llm(cfg.query.llm, "query rewriting", project_root)
+    return ModelPlans(embed, rerank, gen, query)
 
 
 @dataclass
@@ -77,6 +83,7 @@ class Pipeline:
     synthesizer: LabSynthesizer | None
     timings: dict = field(default_factory=dict)
     cache_root: Path | None = None
+    query_llm: LabLLM | None = None  # rewrites questions (the query section)
 
     @property
     def reranker(self) -> Any:
@@ -111,6 +118,8 @@ def open_pipeline(cfg: ExperimentConfig, plans: ModelPlans, project_root: Path, 
         ensure_fts(handle, cache_root)
         timings["fts_s"] = time.perf_counter() - t1
     retriever = build_retriever(cfg.retriever, handle.index, embed_model)
+    query_llm = build_llm(plans.query, cache_root) if plans.query is not None else None
+    retriever = wrap_retriever(retriever, cfg.query, query_llm, cfg.retriever.top_k, show_progress)
     reranker = None
     if plans.reranker is not None:
         reranker = build_reranker(plans.reranker, VectorCache(cache_root / "scores.sqlite"))
@@ -119,7 +128,7 @@ def open_pipeline(cfg: ExperimentConfig, plans: ModelPlans, project_root: Path, 
         generator = build_llm(plans.generation, cache_root)
         synthesizer = LabSynthesizer(generator, cfg.generation)
     return Pipeline(cfg, plans, corpus, embed_model, handle, retriever, build_chain(cfg, reranker), generator,
-                    synthesizer, timings, cache_root)
+                    synthesizer, timings, cache_root, query_llm)
 
 
 def query_engine(name: str, experiments_dir: Path = Path("experiments"), cache_root: Path | None = None

@@ -1,0 +1,69 @@
+"""Query-side designs: the question is rewritten before the first stage searches.
+
+- ``multi_query`` (:class:`MultiQueryRetriever`): LlamaIndex's ``QueryFusionRetriever`` over the
+  experiment's first stage (vector, BM25 or hybrid). The LLM writes ``rewrites`` other phrasings
+  of the question (the lab's cached LLM and a versioned prompt file, so a rerun makes no model
+  call); the question and each rewrite are searched, and the lists are fused by reciprocal rank
+  (k = 60), ``top_k`` kept. The rewrites of every question are kept in :attr:`rewrites` and land
+  in the run's samples.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+from llama_index.core.retrievers import QueryFusionRetriever
+from llama_index.core.retrievers.fusion_retriever import FUSION_MODES
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from lab.config import QueryConfig
+from lab.models.llm import as_llamaindex_llm
+from lab.progress import progress
+from lab.prompts import load_prompt
+
+_NUMBERING = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)]|query\s*\d*\s*:)\s*", re.IGNORECASE)
+
+
+def parse_rewrites(text: str, question: str, n: int) -> list[str]:
+    """The first ``n`` distinct rewrites in an LLM's reply, one per line: list marks, numbering
+    and quotes stripped; blank lines, repeats and the question itself (ignoring case) left out."""
+    seen = {question.strip().casefold()}
+    out = []
+    for line in text.strip().strip("`").splitlines():
+        q = _NUMBERING.sub("", line).strip().strip('"').strip()
+        if q and q.casefold() not in seen:
+            seen.add(q.casefold())
+            out.append(q)
+    return out[:n]
+
+
+class MultiQueryRetriever(QueryFusionRetriever):
+    """``QueryFusionRetriever`` whose rewrites come from the lab's LLM and prompt file."""
+
+    def __init__(self, base: Any, cfg: QueryConfig, llm: Any, top_k: int, show_progress: bool = False) -> None:
+        self._lab_llm, self._cfg, self._prompt = llm, cfg, load_prompt(cfg.prompt, {"n", "question"},
+                                                                     where="query.prompt")
+        self._show_progress = show_progress
+        self.rewrites: dict[str, list[str]] = {}
+        super().__init__(retrievers=[base], llm=as_llamaindex_llm(llm, self._prompt.version),
+                         mode=FUSION_MODES.RECIPROCAL_RANK, similarity_top_k=top_k,
+                         num_queries=cfg.rewrites + 1, use_async=False)
+
+    def _get_queries(self, original_query: str) -> list[QueryBundle]:
+        out = self._lab_llm.chat(self._prompt.messages(n=str(self._cfg.rewrites), question=original_query),
+                                 self._prompt.version)
+        rewrites = parse_rewrites(out.text, original_query, self._cfg.rewrites)
+        self.rewrites[original_query] = rewrites
+        return [QueryBundle(q) for q in rewrites]
+
+    def retrieve_many(self, bundles: Sequence[QueryBundle]) -> list[list[NodeWithScore]]:
+        """Every question in turn (each waits on its rewrites): a bar or log lines with an ETA."""
+        return [self.retrieve(b) for b in progress(bundles, len(bundles), "rewrite", bar=self._show_progress)]
+
+
+def wrap_retriever(base: Any, cfg: QueryConfig | None, llm: Any, top_k: int, show_progress: bool = False) -> Any:
+    """The first stage as the experiment's ``query`` section makes it (unchanged without one)."""
+    if cfg is None:
+        return base
+    return MultiQueryRetriever(base, cfg, llm, top_k, show_progress)
