@@ -345,8 +345,28 @@ def test_multi_query_fuses_the_question_and_its_rewrites_by_reciprocal_rank():
     assert [n.score for n in out] == pytest.approx([1 / 61 + 2 / 60, 1 / 60 + 1 / 61, 1 / 61])
     assert base.asked == ["q", "alpha", "beta"] and mq.rewrites == {"q": ["alpha", "beta"]}
     [(messages, version)] = llm.messages
-    assert version == "multi-query-v1" and "Write 2 different search queries" in messages[1]["content"]
-    assert messages[1]["content"].endswith("Question: q")
+    assert version == "multi-query-v1" and "Write 2 search queries for the next question" in messages[1]["content"]
+    assert messages[1]["content"].endswith("Question: q\nQueries:")
+
+
+def test_multi_query_tells_chunks_apart_by_id_not_by_their_per_query_metadata():
+    """Hybrid retrieval records per-query scores in a node's metadata, which LlamaIndex's node hash
+    covers: the same chunk found by two queries must still add up as one chunk."""
+    from lab.config import QueryConfig
+    from lab.rag.query import MultiQueryRetriever
+
+    class Scored(_Lists):
+        def _retrieve(self, query_bundle):
+            return [NodeWithScore(node=TextNode(id_=n.node.node_id, text=n.node.text,
+                                                metadata={"lab_scores": {"query": query_bundle.query_str}}), score=n.score)
+                    for n in super()._retrieve(query_bundle)]
+
+    base = Scored({"q": ["a", "b", "c", "d"], "alpha": ["b", "a"]})
+    [out] = MultiQueryRetriever(base, QueryConfig(rewrites=1), _Replies("alpha"), top_k=4).retrieve_many(
+        [QueryBundle(query_str="q")])
+    # a 1/60 + 1/61, b 1/61 + 1/60 (a tie: a was found first), c 1/62, d 1/63: four distinct chunks
+    assert [n.node.node_id for n in out] == ["a", "b", "c", "d"]
+    assert [n.score for n in out] == pytest.approx([1 / 60 + 1 / 61, 1 / 61 + 1 / 60, 1 / 62, 1 / 63])
 
 
 @pytest.mark.slow

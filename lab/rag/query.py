@@ -57,6 +57,20 @@ class MultiQueryRetriever(QueryFusionRetriever):
         self.rewrites[original_query] = rewrites
         return [QueryBundle(q) for q in rewrites]
 
+    def _reciprocal_rerank_fusion(self, results: dict) -> list[NodeWithScore]:
+        """LlamaIndex's reciprocal rank fusion (k = 60, ranks from 0), with nodes told apart by id:
+        LlamaIndex tells them apart by ``node.hash``, which covers metadata, and the first stage
+        records per-query scores there (hybrid's ``lab_scores``), so the same chunk found by two
+        queries would count as two chunks, each with one list's credit."""
+        fused: dict[str, float] = {}
+        first: dict[str, NodeWithScore] = {}
+        for nodes in results.values():
+            for rank, n in enumerate(sorted(nodes, key=lambda x: x.score or 0.0, reverse=True)):
+                first.setdefault(n.node.node_id, n)
+                fused[n.node.node_id] = fused.get(n.node.node_id, 0.0) + 1.0 / (rank + 60.0)
+        order = sorted(fused, key=lambda i: -fused[i])  # stable: ties keep the order first found
+        return [NodeWithScore(node=first[i].node, score=fused[i]) for i in order]
+
     def retrieve_many(self, bundles: Sequence[QueryBundle]) -> list[list[NodeWithScore]]:
         """Every question in turn (each waits on its rewrites): a bar or log lines with an ETA."""
         return [self.retrieve(b) for b in progress(bundles, len(bundles), "rewrite", bar=self._show_progress)]
