@@ -4,7 +4,7 @@
 
 For each named experiment, its latest run under ``--reports``: MRR, nDCG, span recall and IoU
 (where the eval set has spans), context characters sent per question, milliseconds per question
-(question embedding, search and second stage) and LLM calls per question; then MRR against ``--base`` on the same
+(question embedding, search and second stage) and LLM calls per question (served from the cache or not); then MRR against ``--base`` on the same
 questions (lab.report.stats.paired: the mean per-question delta, its bootstrap interval, the
 permutation p), Holm-adjusted across the designs compared with the base. A difference is real
 when its interval excludes 0 and its adjusted p is under 0.05, as in `lab compare`.
@@ -35,7 +35,7 @@ def per_question_s(run) -> float:
 
 def llm_calls(run) -> float:
     usage = run.results.get("llm_usage") or {}
-    calls = sum(v.get("calls", 0) for v in usage.values() if isinstance(v, dict))
+    calls = sum(v.get("calls", 0) + v.get("cached", 0) for v in usage.values() if isinstance(v, dict))
     return calls / max(len(run.samples), 1)
 
 
@@ -58,7 +58,7 @@ def main() -> int:
         cells = [f"`{r.label}`", f"{mean(r, 'mrr'):.4f}", f"{mean(r, 'ndcg'):.4f}"]
         if spans:
             cells += [f"{mean(r, m):.3f}" if mean(r, m) is not None else "-" for m in ("span_recall", "span_iou")]
-        cells += [f"{mean(r, 'context_chars'):,.0f}", f"{1000 * per_question_s(r):.1f}", f"{llm_calls(r):g}"]
+        cells += [f"{mean(r, 'context_chars'):,.0f}", f"{1000 * per_question_s(r):.1f}", f"{llm_calls(r):.3g}"]
         if i == 0:
             cells.append("(base)")
         else:
