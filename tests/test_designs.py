@@ -5,6 +5,7 @@ fixture project retrieves and sends, and that each shipped config runs retrieval
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from lab.config import SentenceWindowChunker
 from lab.rag.chunkers import add_headers, build_chunker, first_heading, header_text, matched_text, send_windows
 from lab.rag.index import TABLE, index_key
 from lab.rag.postprocess import DocBoostReranker, DocTypeFilter, doc_boost, named_doc_types
-from runs import ROOT, lab, latest, load
+from runs import ROOT, lab, latest, load, page_text
 
 FIX = ROOT / "tests" / "fixtures"
 
@@ -378,6 +379,9 @@ def test_multi_query_run_records_rewrites_and_reruns_from_the_cache(project):
     assert results["llm_usage"]["query"]["calls"] == 6 and results["counters"]["llm_calls_query"] == 6
     assert all(isinstance(s["query_rewrites"], list) and len(s["query_rewrites"]) <= 2 for s in samples)
     assert all(r.casefold() != s["question"].casefold() for s in samples for r in s["query_rewrites"])
+    page = page_text(latest(project, "small-multi-query") / "report.html")  # each question shows its rewrites
+    assert "searched also as" in page
+    assert all(f"<q>{html.escape(r)}</q>" in page for s in samples for r in s["query_rewrites"])
     again = lab(project, "run", "small-multi-query", "--no-progress")
     assert again.returncode == 0, again.stderr
     results2, samples2 = load(latest(project, "small-multi-query"))
