@@ -278,7 +278,8 @@ def test_sentence_window_run_scores_and_counts_the_windows(project):
 
 @pytest.mark.parametrize("name", ["headers", "bm25-headers", "hybrid-headers", "doc-boost", "hybrid-headers-boost",
                                   "hybrid-headers-filter", "sentence-window",
-                                  pytest.param("multi-query", marks=pytest.mark.slow)])  # Qwen: ~1 min
+                                  pytest.param("multi-query", marks=pytest.mark.slow),  # Qwen: ~1 min
+                                  pytest.param("hyde", marks=pytest.mark.slow)])
 def test_shipped_design_configs_run_retrieval_only(project, name):
     """Each shipped design config validates and runs retrieval-only (here on the fixture's documents)."""
     cfg = load_experiment(name, ROOT / "experiments")
@@ -387,3 +388,38 @@ def test_multi_query_run_records_rewrites_and_reruns_from_the_cache(project):
     results2, samples2 = load(latest(project, "small-multi-query"))
     assert results2["llm_usage"]["query"]["calls"] == 0 and results2["llm_usage"]["query"]["cached"] == 6
     assert [s["retrieved"] for s in samples2] == [s["retrieved"] for s in samples]  # same rewrites, same ranking
+
+
+def test_hyde_searches_with_the_passage_and_the_question():
+    from lab.config import QueryConfig
+    from lab.rag.query import HyDERetriever
+
+    class Seen(_Lists):
+        def _retrieve(self, query_bundle):
+            self.asked.append((query_bundle.query_str, list(query_bundle.embedding_strs)))
+            return [NodeWithScore(node=TextNode(id_="a", text="chunk a"), score=1.0)]
+
+    base = Seen({})
+    llm = _Replies("  The Ember 90 costs 8,400 euros.  ")
+    hyde = HyDERetriever(base, QueryConfig(mode="hyde"), llm)
+    [out] = hyde.retrieve_many([QueryBundle(query_str="How much is the Ember 90?", embedding=[0.1, 0.2])])
+    assert [n.node.node_id for n in out] == ["a"]
+    # the dense side embeds the passage and the question (LlamaIndex averages them); the words
+    # searched (query_str, BM25's) stay the question's; a precomputed question vector is not reused
+    assert base.asked == [("How much is the Ember 90?", ["The Ember 90 costs 8,400 euros.", "How much is the Ember 90?"])]
+    assert hyde.rewrites == {"How much is the Ember 90?": ["The Ember 90 costs 8,400 euros."]}
+    [(messages, version)] = llm.messages
+    assert version == "hyde-v1" and messages[1]["content"].endswith("Question: How much is the Ember 90?")
+    empty = HyDERetriever(Seen({}), QueryConfig(mode="hyde"), _Replies("   "))
+    empty.retrieve_many([QueryBundle(query_str="q")])
+    assert empty._retriever.asked == [("q", ["q"])] and empty.rewrites == {"q": []}  # nothing written: the question
+
+
+def test_hyde_mean_embedding_is_llamaindex_aggregation(minilm):
+    """What the dense side searches with: the mean of the passage's and the question's vectors."""
+    import numpy as np
+
+    q, passage = "How much is the Ember 90?", "The Ember 90 costs 8,400 euros."
+    agg = np.asarray(minilm.get_agg_embedding_from_queries([passage, q]))
+    mean = (minilm.encode([passage], "")[0] + minilm.encode([q], "")[0]) / 2
+    assert np.allclose(agg, mean, atol=1e-6)

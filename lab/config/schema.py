@@ -95,15 +95,24 @@ class GenerationConfig(Strict):
 
 
 class QueryConfig(Strict):
-    """Query-side rewriting before the first stage. ``multi_query``: the LLM writes ``rewrites``
-    other phrasings of each question, the first stage runs for the question and each rewrite, and
-    the lists are fused by reciprocal rank (LlamaIndex's ``QueryFusionRetriever``, k = 60), top_k
-    kept. Rewrites are cached by content like every model call."""
+    """Query-side rewriting before the first stage; LLM calls are cached by content.
 
-    mode: Literal["multi_query"] = "multi_query"
-    rewrites: int = Field(3, ge=1, le=8, description="Rewrites per question (the question itself is searched too).")
-    prompt: str = Field("multi-query-v1", description="A prompt file in lab/prompts (without .txt).")
+    - ``multi_query``: the LLM writes ``rewrites`` other phrasings of each question; the first
+      stage runs for the question and each rewrite, and the lists are fused by reciprocal rank
+      (LlamaIndex's ``QueryFusionRetriever``, k = 60), top_k kept.
+    - ``hyde``: the LLM writes a passage that would answer the question (HyDE, LlamaIndex's
+      ``HyDEQueryTransform``); the dense side searches with the mean of the passage's and the
+      question's embeddings, BM25 with the question."""
+
+    mode: Literal["multi_query", "hyde"] = "multi_query"
+    rewrites: int = Field(3, ge=1, le=8, description="multi_query: rewrites per question (the question is searched too).")
+    prompt: str | None = Field(None, description="A prompt file in lab/prompts (without .txt); default "
+                               "multi-query-v1 or hyde-v1.")
     llm: LLMConfig = Field(default_factory=lambda: LLMConfig(max_tokens=128))
+
+    @property
+    def prompt_name(self) -> str:
+        return self.prompt or {"multi_query": "multi-query-v1", "hyde": "hyde-v1"}[self.mode]
 
 
 #: How a judge's scores are read (:mod:`lab.eval.judge_methods`).

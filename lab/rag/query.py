@@ -4,8 +4,13 @@
   experiment's first stage (vector, BM25 or hybrid). The LLM writes ``rewrites`` other phrasings
   of the question (the lab's cached LLM and a versioned prompt file, so a rerun makes no model
   call); the question and each rewrite are searched, and the lists are fused by reciprocal rank
-  (k = 60), ``top_k`` kept. The rewrites of every question are kept in :attr:`rewrites` and land
-  in the run's samples.
+  (k = 60), ``top_k`` kept.
+- ``hyde`` (:class:`HyDERetriever`): LlamaIndex's ``TransformRetriever`` with a
+  ``HyDEQueryTransform`` whose passage comes from the lab's cached LLM and prompt file: the
+  dense side searches with the mean embedding of the passage and the question (LlamaIndex's
+  aggregation), BM25 with the question's words.
+
+Either keeps what the LLM wrote for each question in ``rewrites``, which lands in the samples.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from llama_index.core.retrievers import QueryFusionRetriever
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.indices.query.query_transform import HyDEQueryTransform
+from llama_index.core.retrievers import QueryFusionRetriever, TransformRetriever
 from llama_index.core.retrievers.fusion_retriever import FUSION_MODES
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
@@ -42,7 +49,7 @@ class MultiQueryRetriever(QueryFusionRetriever):
     """``QueryFusionRetriever`` whose rewrites come from the lab's LLM and prompt file."""
 
     def __init__(self, base: Any, cfg: QueryConfig, llm: Any, top_k: int, show_progress: bool = False) -> None:
-        self._lab_llm, self._cfg, self._prompt = llm, cfg, load_prompt(cfg.prompt, {"n", "question"},
+        self._lab_llm, self._cfg, self._prompt = llm, cfg, load_prompt(cfg.prompt_name, {"n", "question"},
                                                                      where="query.prompt")
         self._show_progress = show_progress
         self.rewrites: dict[str, list[str]] = {}
@@ -76,8 +83,44 @@ class MultiQueryRetriever(QueryFusionRetriever):
         return [self.retrieve(b) for b in progress(bundles, len(bundles), "rewrite", bar=self._show_progress)]
 
 
+class LabHyDE(HyDEQueryTransform):
+    """HyDE's transform with the passage from the lab's LLM and prompt file: the question keeps
+    its words (BM25 reads them) and gains ``custom_embedding_strs`` [passage, question], whose
+    embeddings the dense retriever averages. An empty passage leaves the question alone."""
+
+    def __init__(self, llm: Any, prompt: Any) -> None:
+        super().__init__(llm=as_llamaindex_llm(llm, prompt.version), include_original=True)
+        self._lab_llm, self._lab_prompt = llm, prompt
+        self.passages: dict[str, list[str]] = {}
+
+    def _run(self, query_bundle: QueryBundle, metadata: dict) -> QueryBundle:
+        q = query_bundle.query_str
+        passage = self._lab_llm.chat(self._lab_prompt.messages(question=q), self._lab_prompt.version).text.strip()
+        self.passages[q] = [passage] if passage else []
+        return QueryBundle(query_str=q, custom_embedding_strs=[passage, q] if passage else [q])
+
+
+class HyDERetriever(TransformRetriever):
+    """The first stage over HyDE-transformed questions, with ``retrieve_many`` and ``rewrites``."""
+
+    def __init__(self, base: BaseRetriever, cfg: QueryConfig, llm: Any, show_progress: bool = False) -> None:
+        self._hyde = LabHyDE(llm, load_prompt(cfg.prompt_name, {"n", "question"}, where="query.prompt"))
+        self._show_progress = show_progress
+        super().__init__(retriever=base, query_transform=self._hyde)
+
+    @property
+    def rewrites(self) -> dict[str, list[str]]:
+        return self._hyde.passages
+
+    def retrieve_many(self, bundles: Sequence[QueryBundle]) -> list[list[NodeWithScore]]:
+        return [self.retrieve(QueryBundle(query_str=b.query_str))
+                for b in progress(bundles, len(bundles), "hyde", bar=self._show_progress)]
+
+
 def wrap_retriever(base: Any, cfg: QueryConfig | None, llm: Any, top_k: int, show_progress: bool = False) -> Any:
     """The first stage as the experiment's ``query`` section makes it (unchanged without one)."""
     if cfg is None:
         return base
+    if cfg.mode == "hyde":
+        return HyDERetriever(base, cfg, llm, show_progress)
     return MultiQueryRetriever(base, cfg, llm, top_k, show_progress)
