@@ -135,8 +135,9 @@ def follow_the_recipes(lab: Path) -> None:
     comp = lab / "config" / "components.py"
     # chunker: 2 files
     insert(comp, "ChunkerConfig = Annotated[", CHUNKER_CONFIG)
-    replace(comp, "Union[RecursiveCharacterChunker, SemanticChunker, FixedTokenChunker, PageChunker]",
-            "Union[RecursiveCharacterChunker, SemanticChunker, FixedTokenChunker, PageChunker, ParagraphChunker]")
+    replace(comp, "Union[RecursiveCharacterChunker, SemanticChunker, FixedTokenChunker, PageChunker, SentenceWindowChunker]",
+            "Union[RecursiveCharacterChunker, SemanticChunker, FixedTokenChunker, PageChunker, SentenceWindowChunker,\n"
+            "          ParagraphChunker]")
     insert(lab / "rag" / "chunkers.py", "def build_chunker(", CHUNKER_CODE)
     # retriever: 2 files
     insert(comp, "RetrieverConfig = Annotated[", RETRIEVER_CONFIG)
@@ -145,10 +146,13 @@ def follow_the_recipes(lab: Path) -> None:
     insert(lab / "rag" / "retrievers.py", "#: Retrievers that read LanceDB's full-text index", RETRIEVER_CODE)
     # reranker: 2 files
     insert(comp, "RerankerConfig = Annotated[", RERANKER_CONFIG)
-    replace(comp, "          KeywordOverlapRerankerConfig],", "          KeywordOverlapRerankerConfig, ShortFirstRerankerConfig],")
+    replace(comp, "          KeywordOverlapRerankerConfig, DocBoostRerankerConfig, DocTypeFilterRerankerConfig],",
+            "          KeywordOverlapRerankerConfig, DocBoostRerankerConfig, DocTypeFilterRerankerConfig,\n"
+            "          ShortFirstRerankerConfig],")
     post = lab / "rag" / "postprocess.py"
     insert(post, "class KeepFirst(BaseNodePostprocessor):", RERANKER_CODE)
-    replace(post, 'MODEL_FREE = {"keyword_overlap"}', 'MODEL_FREE = {"keyword_overlap", "short_first"}')
+    replace(post, 'MODEL_FREE = {"keyword_overlap", "doc_boost", "doc_type_filter"}',
+            'MODEL_FREE = {"keyword_overlap", "doc_boost", "doc_type_filter", "short_first"}')
     # metric: 3 files
     insert(lab / "metrics" / "catalog.py", '    Metric("span_precision"', METRIC_ROW)
     (lab / "metrics" / "retrieval.py").write_text((lab / "metrics" / "retrieval.py").read_text() + METRIC_CODE)
