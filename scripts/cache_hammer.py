@@ -50,7 +50,8 @@ def hammer(cache: str, worker: int, procs: int, rows: int, batch: int, busy: flo
     errors: list[str] = []
     if busy is not None:  # the control: the caches' connections with another busy timeout
         connect = sqlite3.connect
-        caches.sqlite3 = SimpleNamespace(**{**vars(sqlite3), "connect": lambda path, timeout: connect(path, timeout=busy)})
+        caches.sqlite3 = SimpleNamespace(**{**vars(sqlite3),
+                                            "connect": lambda path, timeout, **kw: connect(path, timeout=busy, **kw)})
     start.wait()
     try:
         vectors = VectorCache(Path(cache) / "embeddings.sqlite")
