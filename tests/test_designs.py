@@ -423,3 +423,24 @@ def test_hyde_mean_embedding_is_llamaindex_aggregation(minilm):
     agg = np.asarray(minilm.get_agg_embedding_from_queries([passage, q]))
     mean = (minilm.encode([passage], "")[0] + minilm.encode([q], "")[0]) / 2
     assert np.allclose(agg, mean, atol=1e-6)
+
+
+def test_split_eval_writes_the_halves_a_sweep_uses(tmp_path):
+    import subprocess
+    import sys
+
+    from lab.eval.evalset import load_eval_set
+    from lab.eval.holdout import split_rows
+
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "split_eval.py"), "--eval", str(FIX / "eval.jsonl"),
+                        "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == f"3 dev and 3 held-out questions in {tmp_path}"
+    dev, held = split_rows(load_eval_set(FIX / "eval.jsonl", None).rows, 0.5, 13)
+    for half, rows in (("dev", dev), ("held-out", held)):
+        written = [json.loads(line)["id"] for line in (tmp_path / f"{half}.jsonl").read_text().splitlines()]
+        assert written == [r.id for r in rows]
+    assert sorted(r.id for r in dev + held) == ["f1", "f2", "f3", "f4", "f5", "f6"]
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "split_eval.py"), "--eval", str(tmp_path / "none.jsonl"),
+                          "--out", str(tmp_path / "x")], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "does not exist" in bad.stderr and not (tmp_path / "x").exists()
