@@ -444,3 +444,22 @@ def test_split_eval_writes_the_halves_a_sweep_uses(tmp_path):
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "split_eval.py"), "--eval", str(tmp_path / "none.jsonl"),
                           "--out", str(tmp_path / "x")], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "does not exist" in bad.stderr and not (tmp_path / "x").exists()
+
+
+@pytest.mark.slow
+def test_a_semantic_cache_does_not_serve_plain_retrievals_to_a_rewriting_config(project):
+    """The semantic cache's scope covers the query section where there is one: a config that
+    rewrites its questions never gets the retrievals of one that does not (and keeps its own)."""
+    _write(project, "small-cached", "schema_version: 1\nextends: small-retrieval\ndescription: cached\n"
+                                    "caches:\n  semantic_threshold: 0.5\n")
+    _write(project, "small-cached-mq", "schema_version: 1\nextends: small-multi-query\ndescription: cached mq\n"
+                                       "caches:\n  semantic_threshold: 0.5\n")
+    assert lab(project, "run", "small-cached", "--no-progress").returncode == 0
+    p = lab(project, "run", "small-cached-mq", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    results, samples = load(latest(project, "small-cached-mq"))
+    assert results["counters"]["semantic_cache_hits"] == 0 and results["llm_usage"]["query"]["calls"] == 6
+    again = lab(project, "run", "small-cached-mq", "--no-progress")
+    assert again.returncode == 0, again.stderr
+    results2, _ = load(latest(project, "small-cached-mq"))
+    assert results2["counters"]["semantic_cache_hits"] == 6  # its own scope serves it

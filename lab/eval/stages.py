@@ -80,6 +80,8 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
     bundles = [QueryBundle(query_str=r.question, embedding=v.tolist()) for r, v in zip(rows, vectors)]
     ann_query = pipe.handle.index.vector_store.ann_query
     scope = pipe.handle.key if ann_query is None else f"{pipe.handle.key}:{json.dumps(ann_query, sort_keys=True)}"
+    if cfg.query is not None:  # rewritten questions retrieve otherwise: their own scope (others keep theirs)
+        scope += f":query={json.dumps(cfg.query.model_dump(mode='json'), sort_keys=True)}"
     semantic = open_semantic_cache(cfg.caches, pipe.cache_root, scope, cfg.retriever,
                                    embed_model.fingerprint, embed_model.query_prefix)
     served = {i: hit for i, v in enumerate(vectors) if semantic and (hit := semantic.lookup(v)) is not None}
