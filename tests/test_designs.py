@@ -277,7 +277,7 @@ def test_sentence_window_run_scores_and_counts_the_windows(project):
 
 
 @pytest.mark.parametrize("name", ["headers", "bm25-headers", "hybrid-headers", "doc-boost", "hybrid-headers-boost",
-                                  "hybrid-headers-filter", "sentence-window",
+                                  "hybrid-headers-filter", "sentence-window", "condense",
                                   pytest.param("multi-query", marks=pytest.mark.slow),  # Qwen: ~1 min
                                   pytest.param("hyde", marks=pytest.mark.slow)])
 def test_shipped_design_configs_run_retrieval_only(project, name):
@@ -463,3 +463,47 @@ def test_a_semantic_cache_does_not_serve_plain_retrievals_to_a_rewriting_config(
     assert again.returncode == 0, again.stderr
     results2, _ = load(latest(project, "small-cached-mq"))
     assert results2["counters"]["semantic_cache_hits"] == 6  # its own scope serves it
+
+
+def test_condense_searches_the_standalone_question_only_in_a_conversation():
+    from lab.config import QueryConfig
+    from lab.rag.query import CondenseRetriever
+
+    class Seen(_Lists):
+        def _retrieve(self, query_bundle):
+            self.asked.append(query_bundle.query_str)
+            return []
+
+    base, llm = Seen({}), _Replies("How much does the Ember 90 cost?\nextra line")
+    c = CondenseRetriever(base, QueryConfig(mode="condense"), llm)
+    c.retrieve_many([QueryBundle(query_str="Tell me about the Ember 90.")])  # no turns: as asked, no call
+    assert base.asked == ["Tell me about the Ember 90."] and llm.messages == []
+    c.history = [{"role": "user", "content": "Tell me about the Ember 90."},
+                 {"role": "assistant", "content": "A 90-litre production kiln."}]
+    c.retrieve(QueryBundle(query_str="And what does it cost?"))
+    assert base.asked[-1] == "How much does the Ember 90 cost?"  # the reply's first line
+    assert c.rewrites == {"And what does it cost?": ["How much does the Ember 90 cost?"]}
+    [(messages, version)] = llm.messages
+    assert version == "condense-v1"
+    assert "user: Tell me about the Ember 90.\nassistant: A 90-litre production kiln." in messages[1]["content"]
+    assert "Last question: And what does it cost?" in messages[1]["content"]
+
+
+@pytest.mark.slow
+def test_ask_condenses_a_follow_up_before_searching(project, monkeypatch):
+    """`lab ask`'s engine passes the conversation to a condensing retriever (the tiny packaged
+    LLM: plumbing, not quality), and a question with no turns before it costs no rewrite."""
+    _write(project, "small-condense", "schema_version: 1\nextends: small\ndescription: condense follow-ups\n"
+                                      "query:\n  mode: condense\n  llm:\n    model: smollm2-135m-instruct\n"
+                                      "    n_ctx: 2048\n    max_tokens: 48\n")
+    monkeypatch.setenv("LAB_CACHE", str(project / "cache"))
+    from lab.rag.pipeline import query_engine
+
+    engine = query_engine("small-condense", project / "experiments")
+    retriever = engine._retriever
+    first = engine.ask("How much does the Ember 90 cost?")
+    assert retriever.rewrites == {} and retriever.history == []
+    history = [{"role": "user", "content": "How much does the Ember 90 cost?"},
+               {"role": "assistant", "content": str(first)}]
+    engine.ask("And how hot does it get?", history)
+    assert list(retriever.rewrites) == ["And how hot does it get?"] and retriever.history == []

@@ -102,17 +102,20 @@ class QueryConfig(Strict):
       (LlamaIndex's ``QueryFusionRetriever``, k = 60), top_k kept.
     - ``hyde``: the LLM writes a passage that would answer the question (HyDE, LlamaIndex's
       ``HyDEQueryTransform``); the dense side searches with the mean of the passage's and the
-      question's embeddings, BM25 with the question."""
+      question's embeddings, BM25 with the question.
+    - ``condense``: in a conversation (``lab ask``), the LLM rewrites a follow-up question into a
+      standalone one from the turns before it, and that is what is searched (the answer still
+      sees the question and the turns); a question without turns before it is searched as asked."""
 
-    mode: Literal["multi_query", "hyde"] = "multi_query"
+    mode: Literal["multi_query", "hyde", "condense"] = "multi_query"
     rewrites: int = Field(3, ge=1, le=8, description="multi_query: rewrites per question (the question is searched too).")
     prompt: str | None = Field(None, description="A prompt file in lab/prompts (without .txt); default "
-                               "multi-query-v1 or hyde-v1.")
+                               "multi-query-v1, hyde-v1 or condense-v1.")
     llm: LLMConfig = Field(default_factory=lambda: LLMConfig(max_tokens=128))
 
     @property
     def prompt_name(self) -> str:
-        return self.prompt or {"multi_query": "multi-query-v1", "hyde": "hyde-v1"}[self.mode]
+        return self.prompt or {"multi_query": "multi-query-v1", "hyde": "hyde-v1", "condense": "condense-v1"}[self.mode]
 
 
 #: How a judge's scores are read (:mod:`lab.eval.judge_methods`).

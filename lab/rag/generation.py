@@ -153,7 +153,11 @@ class LabQueryEngine(RetrieverQueryEngine):
     def ask(self, question: str, history: Sequence[dict] | None = None) -> Response:
         """Answer ``question`` after the conversation ``history`` ([{role, content}, ...])."""
         self._history = list(history or [])
+        if hasattr(self._retriever, "history"):  # a condensing retriever reads the turns too
+            self._retriever.history = self._history
         try:
             return self.query(question)
         finally:
             self._history = None
+            if hasattr(self._retriever, "history"):
+                self._retriever.history = []

@@ -65,7 +65,7 @@ def resolve_models(cfg: ExperimentConfig, project_root: Path | None) -> ModelPla
         gen = resolve_llm(cfg.generation.llm, "generation", project_root)
     query = None
     if cfg.query is not None:
-        load_prompt(cfg.query.prompt_name, {"n", "question"}, where="query.prompt")
+        load_prompt(cfg.query.prompt_name, {"n", "question", "history"}, where="query.prompt")
         query = resolve_llm(cfg.query.llm, "query rewriting", project_root)
     return ModelPlans(embed, rerank, gen, query)
 

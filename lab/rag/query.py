@@ -10,7 +10,11 @@
   dense side searches with the mean embedding of the passage and the question (LlamaIndex's
   aggregation), BM25 with the question's words.
 
-Either keeps what the LLM wrote for each question in ``rewrites``, which lands in the samples.
+- ``condense`` (:class:`CondenseRetriever`): in a conversation (``lab ask``), the LLM rewrites a
+  follow-up question into a standalone one from the turns before it (:attr:`history`, set by the
+  query engine), and the first stage searches that; without turns, the question as asked.
+
+Each keeps what the LLM wrote for each question in ``rewrites``, which lands in the samples.
 """
 
 from __future__ import annotations
@@ -117,10 +121,37 @@ class HyDERetriever(TransformRetriever):
                 for b in progress(bundles, len(bundles), "hyde", bar=self._show_progress)]
 
 
+class CondenseRetriever(BaseRetriever):
+    """The first stage over the standalone form of a follow-up question (see the module)."""
+
+    def __init__(self, base: BaseRetriever, cfg: QueryConfig, llm: Any) -> None:
+        self._base, self._lab_llm = base, llm
+        self._prompt = load_prompt(cfg.prompt_name, {"n", "question", "history"}, where="query.prompt")
+        self.history: list[dict] = []  # the conversation before the question ({role, content})
+        self.rewrites: dict[str, list[str]] = {}
+        super().__init__()
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        q = query_bundle.query_str
+        if not self.history:
+            return self._base.retrieve(query_bundle)
+        turns = "\n".join(f"{t['role']}: {t['content']}" for t in self.history)
+        standalone = self._lab_llm.chat(self._prompt.messages(history=turns, question=q),
+                                        self._prompt.version).text.strip().splitlines()
+        rewritten = standalone[0].strip() if standalone and standalone[0].strip() else q
+        self.rewrites[q] = [rewritten] if rewritten != q else []
+        return self._base.retrieve(QueryBundle(query_str=rewritten))
+
+    def retrieve_many(self, bundles: Sequence[QueryBundle]) -> list[list[NodeWithScore]]:
+        return [self.retrieve(b) for b in bundles]
+
+
 def wrap_retriever(base: Any, cfg: QueryConfig | None, llm: Any, top_k: int, show_progress: bool = False) -> Any:
     """The first stage as the experiment's ``query`` section makes it (unchanged without one)."""
     if cfg is None:
         return base
     if cfg.mode == "hyde":
         return HyDERetriever(base, cfg, llm, show_progress)
+    if cfg.mode == "condense":
+        return CondenseRetriever(base, cfg, llm)
     return MultiQueryRetriever(base, cfg, llm, top_k, show_progress)
