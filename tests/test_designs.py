@@ -277,13 +277,13 @@ def test_sentence_window_run_scores_and_counts_the_windows(project):
 
 
 @pytest.mark.parametrize("name", ["headers", "bm25-headers", "hybrid-headers", "doc-boost", "hybrid-headers-boost",
-                                  "hybrid-headers-filter", "sentence-window", "condense",
+                                  "hybrid-headers-filter", "sentence-window", "parent-child", "condense",
                                   pytest.param("multi-query", marks=pytest.mark.slow),  # Qwen: ~1 min
                                   pytest.param("hyde", marks=pytest.mark.slow)])
 def test_shipped_design_configs_run_retrieval_only(project, name):
     """Each shipped design config validates and runs retrieval-only (here on the fixture's documents)."""
     cfg = load_experiment(name, ROOT / "experiments")
-    assert cfg.headers or cfg.reranker or cfg.query or cfg.chunker.name == "sentence_window"
+    assert cfg.headers or cfg.reranker or cfg.query or cfg.chunker.name in ("sentence_window", "parent_child")
     p = lab(project, "run", name, "--experiments", str(ROOT / "experiments"), "--retrieval-only", "--no-progress",
             "--kb", str(project / "kb"), "--eval", str(project / "eval.jsonl"), "--reports", str(project / "reports"))
     assert p.returncode == 0, p.stderr
@@ -507,3 +507,35 @@ def test_ask_condenses_a_follow_up_before_searching(project, monkeypatch):
                {"role": "assistant", "content": str(first)}]
     engine.ask("And how hot does it get?", history)
     assert list(retriever.rewrites) == ["And how hot does it get?"] and retriever.history == []
+
+
+def test_parent_child_children_carry_their_parents_and_send_them_once():
+    from lab.config import ParentChildChunker
+
+    text = "Alpha one two.\nBeta three four.\n\nGamma five six.\nDelta seven eight."
+    doc = Document(text=text, id_="d.md", metadata={"source": "d.md"}, excluded_embed_metadata_keys=["source"],
+                   excluded_llm_metadata_keys=[])
+    nodes = build_chunker(ParentChildChunker(name="parent_child", parent_size=40, child_size=20), None
+                          ).get_nodes_from_documents([doc])
+    parents = [(n.metadata["parent"], n.metadata["window"]) for n in nodes]
+    # two parents (the blank line splits them), each cut into two children
+    assert [n.get_content() for n in nodes] == ["Alpha one two.", "Beta three four.", "Gamma five six.",
+                                                "Delta seven eight."]
+    first, second = "Alpha one two.\nBeta three four.", "Gamma five six.\nDelta seven eight."
+    assert parents == [("d.md#p0", first), ("d.md#p0", first), ("d.md#p1", second), ("d.md#p1", second)]
+    for n in nodes:  # exact offsets, the child's and its parent's
+        assert text[n.start_char_idx:n.end_char_idx] == n.get_content()
+        assert text[n.metadata["window_start"]:n.metadata["window_end"]] == n.metadata["window"]
+        assert n.get_content(metadata_mode=MetadataMode.EMBED) == n.get_content()  # matched alone
+    # found: child 3, child 0, child 1 -> parent 1 then parent 0, once each, at the best child's rank
+    sent = send_windows([NodeWithScore(node=nodes[i], score=s) for i, s in ((3, 0.9), (0, 0.8), (1, 0.7))])
+    assert [n.node.get_content() for n in sent] == [second, first]
+    assert [n.score for n in sent] == [0.9, 0.8]
+    assert (sent[1].node.start_char_idx, sent[1].node.end_char_idx) == (0, len(first))
+
+
+def test_parent_child_config_needs_smaller_children():
+    from lab.config import ParentChildChunker
+
+    with pytest.raises(ValidationError, match="child_size"):
+        ParentChildChunker(name="parent_child", parent_size=300, child_size=300)

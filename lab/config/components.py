@@ -86,8 +86,28 @@ class SentenceWindowChunker(Strict):
     window_size: int = Field(3, ge=0, description="Sentences each side of the matched one that are sent with it.")
 
 
+class ParentChildChunker(Strict):
+    """Small-to-big with parents: recursive character chunks of ``parent_size`` are cut again into
+    children of ``child_size``; children are embedded and matched, their parents are sent (once per
+    question however many of its children were found: the auto-merging idea), with the parent's
+    exact text and offsets."""
+
+    name: Literal["parent_child"]
+    parent_size: int = Field(2000, gt=0)
+    parent_overlap: int = Field(0, ge=0)
+    child_size: int = Field(400, gt=0)
+    child_overlap: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _children_fit(self) -> "ParentChildChunker":
+        if self.child_size >= self.parent_size:
+            raise ValueError(f"child_size ({self.child_size}) must be smaller than parent_size ({self.parent_size})")
+        return self
+
+
 ChunkerConfig = Annotated[
-    Union[RecursiveCharacterChunker, SemanticChunker, FixedTokenChunker, PageChunker, SentenceWindowChunker],
+    Union[RecursiveCharacterChunker, SemanticChunker, FixedTokenChunker, PageChunker, SentenceWindowChunker,
+          ParentChildChunker],
     Field(discriminator="name")
 ]
 

@@ -25,8 +25,8 @@ from llama_index.core.node_parser import NodeParser, SemanticSplitterNodeParser,
 from llama_index.core.node_parser.node_utils import build_nodes_from_splits
 from llama_index.core.schema import BaseNode, MetadataMode
 
-from lab.config import (ChunkerConfig, FixedTokenChunker, HeadersConfig, PageChunker, RecursiveCharacterChunker,
-                        SemanticChunker, SentenceWindowChunker)
+from lab.config import (ChunkerConfig, FixedTokenChunker, HeadersConfig, PageChunker, ParentChildChunker,
+                        RecursiveCharacterChunker, SemanticChunker, SentenceWindowChunker)
 from lab.errors import DataError
 from lab.rag.loaders import Corpus, pages_of
 from lab.rag.tokens import encoding
@@ -226,8 +226,9 @@ def _semantic(cfg: SemanticChunker, embed_model: Any) -> NodeParser:
     )
 
 
-#: Metadata of a sentence-window node: its window's text and offsets in the source (sent, scored).
-WINDOW, WINDOW_START, WINDOW_END = "window", "window_start", "window_end"
+#: Metadata of a sentence-window or child node: its window's (parent's) text and offsets in the
+#: source (sent, scored), and a child's parent id.
+WINDOW, WINDOW_START, WINDOW_END, PARENT = "window", "window_start", "window_end", "parent"
 
 
 class LabSentenceWindowNodeParser(SentenceWindowNodeParser):
@@ -263,18 +264,66 @@ def _sentence_window(cfg: SentenceWindowChunker, embed_model: Any) -> NodeParser
                                                      id_func=stable_id, include_prev_next_rel=False)
 
 
+class ParentChildNodeParser(NodeParser):
+    """Parents cut by the recursive character splitter, each cut again into children; the nodes
+    are the children, each carrying its parent's exact text, offsets and id (see
+    :class:`lab.config.ParentChildChunker`)."""
+
+    parent_size: int = 2000
+    parent_overlap: int = 0
+    child_size: int = 400
+    child_overlap: int = 0
+
+    def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kw: Any) -> list[BaseNode]:
+        parents = LinearSplitter(chunk_size=self.parent_size, chunk_overlap=self.parent_overlap)
+        children = LinearSplitter(chunk_size=self.child_size, chunk_overlap=self.child_overlap)
+        out: list[BaseNode] = []
+        for doc in nodes:
+            text, cursor = doc.get_content(), 0
+            splits: list[str] = []
+            owners: list[tuple[str, int, int, int]] = []
+            for j, parent in enumerate(parents.split_text(text)):
+                start = text.find(parent, cursor)  # parents may overlap: search on from the last start
+                start = start if start >= 0 else text.find(parent)
+                cursor = start + 1
+                for child in children.split_text(parent):
+                    splits.append(child)
+                    owners.append((parent, start, start + len(parent), j))
+            built = build_nodes_from_splits(splits, doc, id_func=self.id_func)
+            for node, (parent, a, b, j) in zip(built, owners):
+                node.metadata.update({WINDOW: parent, WINDOW_START: a, WINDOW_END: b, PARENT: f"{doc.node_id}#p{j}"})
+                for hidden in (node.excluded_embed_metadata_keys, node.excluded_llm_metadata_keys):
+                    hidden.extend(k for k in (WINDOW, WINDOW_START, WINDOW_END, PARENT) if k not in hidden)
+            out.extend(built)
+        return out
+
+
+@CHUNKERS.register("parent_child")
+def _parent_child(cfg: ParentChildChunker, embed_model: Any) -> NodeParser:
+    return ParentChildNodeParser(parent_size=cfg.parent_size, parent_overlap=cfg.parent_overlap,
+                                 child_size=cfg.child_size, child_overlap=cfg.child_overlap, id_func=stable_id,
+                                 include_prev_next_rel=False)
+
+
 def send_windows(nodes: Sequence[Any]) -> list[Any]:
-    """Small-to-big, at the end of the second stage: each sentence-window node's text becomes its
-    window (LlamaIndex's ``MetadataReplacementPostProcessor``) and its offsets the window's, so that
-    the answer's context, the metrics and the context size all read what is sent. Other nodes pass."""
+    """Small-to-big, at the end of the second stage: each sentence-window or child node's text
+    becomes its window or parent (LlamaIndex's ``MetadataReplacementPostProcessor``) and its offsets
+    the window's, so that the answer's context, the metrics and the context size all read what is
+    sent; children of one parent send it once, at the best child's rank. Other nodes pass."""
     from llama_index.core.postprocessor import MetadataReplacementPostProcessor
 
     out = MetadataReplacementPostProcessor(target_metadata_key=WINDOW).postprocess_nodes(list(nodes))
+    sent, seen = [], set()
     for n in out:
         meta = n.node.metadata
         if WINDOW_START in meta:
             n.node.start_char_idx, n.node.end_char_idx = meta[WINDOW_START], meta[WINDOW_END]
-    return out
+        if PARENT in meta:
+            if meta[PARENT] in seen:
+                continue
+            seen.add(meta[PARENT])
+        sent.append(n)
+    return sent
 
 
 def build_chunker(cfg: ChunkerConfig, embed_model: Any) -> NodeParser:

@@ -363,7 +363,7 @@ class Chain:
     guardrail: GuardrailConfig | None
     candidate_k: int | None  # how many first-stage nodes the reranker scores
     reranker: BaseNodePostprocessor | None
-    windows: bool = False  # sentence-window chunks: send each one's window
+    windows: bool = False  # sentence-window or child chunks: send each one's window or parent
 
     def apply(self, first: list[NodeWithScore], query_bundle: QueryBundle, rank_suppressed: bool = True) -> Ranked:
         """Rank one question. The guard judges the first-stage scores; ``rank_suppressed`` False
@@ -410,7 +410,7 @@ def build_chain(cfg: ExperimentConfig, reranker: BaseNodePostprocessor | None) -
     default every retrieved node) and its reranker (built by :func:`build_reranker`)."""
     r = cfg.reranker
     candidate_k = None if r is None else (r.candidate_k or cfg.retriever.top_k)
-    return Chain(cfg.guardrail, candidate_k, reranker, windows=cfg.chunker.name == "sentence_window")
+    return Chain(cfg.guardrail, candidate_k, reranker, windows=cfg.chunker.name in ("sentence_window", "parent_child"))
 
 
 def score_float(score: object) -> float | None:
