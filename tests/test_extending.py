@@ -135,9 +135,7 @@ def follow_the_recipes(lab: Path) -> None:
     comp = lab / "config" / "components.py"
     # chunker: 2 files
     insert(comp, "ChunkerConfig = Annotated[", CHUNKER_CONFIG)
-    replace(comp, "Union[RecursiveCharacterChunker, SemanticChunker, FixedTokenChunker, PageChunker, SentenceWindowChunker]",
-            "Union[RecursiveCharacterChunker, SemanticChunker, FixedTokenChunker, PageChunker, SentenceWindowChunker,\n"
-            "          ParagraphChunker]")
+    replace(comp, "          ParentChildChunker],", "          ParentChildChunker, ParagraphChunker],")
     insert(lab / "rag" / "chunkers.py", "def build_chunker(", CHUNKER_CODE)
     # retriever: 2 files
     insert(comp, "RetrieverConfig = Annotated[", RETRIEVER_CONFIG)
