@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lab.report.compare import load_runs  # noqa: E402
-from lab.report.stats import _multipletests, paired  # noqa: E402
+from lab.report.stats import holm, paired  # noqa: E402
 
 
 def mean(run, metric: str) -> float | None:
@@ -48,7 +48,7 @@ def main() -> int:
     runs = load_runs([args.base, *[n for n in args.names if n != args.base]], args.reports)
     base, others = runs[0], runs[1:]
     tests = [paired(base.values("mrr"), r.values("mrr")) for r in others]
-    adj = _multipletests([t.p_permutation for t in tests], "holm")
+    adj = holm([t.p_permutation for t in tests])
     spans = any(mean(r, "span_recall") is not None for r in runs)
     head = ["design", "MRR", "nDCG"] + (["span recall", "span IoU"] if spans else []) + [
         "context chars", "ms / question", "LLM calls / q", f"MRR vs {base.label} (95% CI, p adj.)"]
