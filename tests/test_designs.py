@@ -8,16 +8,19 @@ from __future__ import annotations
 import html
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import lancedb
 import pytest
 from llama_index.core.schema import Document, MetadataMode, NodeWithScore, QueryBundle, TextNode
 from pydantic import ValidationError
 
-from lab.config import HeadersConfig, load_experiment
+from lab.config import HeadersConfig, SummaryConfig, load_experiment
 from lab.config import SentenceWindowChunker
+from lab.errors import ConfigError
 from lab.rag.chunkers import add_headers, build_chunker, first_heading, header_text, matched_text, send_windows
-from lab.rag.index import TABLE, index_key
+from lab.rag.index import TABLE, index_key, open_or_build
+from lab.rag.summaries import DocumentSummarizer, clean_summary
 from lab.rag.postprocess import DocBoostReranker, DocTypeFilter, doc_boost, named_doc_types
 from runs import ROOT, lab, latest, load, page_text
 
@@ -55,8 +58,101 @@ def test_header_text(meta, title, fields, header):
 def test_headers_config_refuses_unknown_or_no_fields():
     with pytest.raises(ValidationError, match="fields"):
         HeadersConfig(fields=[])
-    with pytest.raises(ValidationError, match="summary"):
-        HeadersConfig(fields=["summary"])
+    with pytest.raises(ValidationError, match="fields"):
+        HeadersConfig(fields=["abstract"])
+
+
+# ---------------------------------------------------------------------------------------------
+# document summaries in the headers, by hand (a stand-in LLM: plumbing only)
+
+def test_header_text_puts_the_summary_on_a_line_of_its_own():
+    meta = {"doc_type": "products", "file_name": "ember90.md"}
+    cfg = HeadersConfig(fields=["doc_type", "name", "summary"])
+    assert header_text(meta, "Ember 90", cfg, "The Ember 90  kiln\n costs 8,400 euros.") == \
+        "products / ember90\nThe Ember 90 kiln costs 8,400 euros."
+    assert header_text(meta, "", cfg, "") == "products / ember90"  # no summary: the line alone
+    assert header_text(meta, "", HeadersConfig(fields=["summary"]), "A kiln.") == "A kiln."
+    assert header_text(meta, "", HeadersConfig(), "not asked for") == "products / ember90"
+
+
+def test_summary_section_follows_its_field():
+    h = HeadersConfig(fields=["name", "summary"])
+    assert h.summary == SummaryConfig() and h.summary.prompt == "doc-summary-v1" and h.summary.max_chars == 4000
+    assert h.summary.llm.model == "qwen2.5-coder-1.5b-instruct" and h.summary.llm.max_tokens == 96
+    with pytest.raises(ValidationError, match="'summary' is not in fields"):
+        HeadersConfig(summary={"max_chars": 100})
+    with pytest.raises(ValidationError, match="max_chars"):
+        HeadersConfig(fields=["summary"], summary={"max_chars": 0})
+    assert HeadersConfig().key_body() == {"fields": ["doc_type", "name", "title"], "separator": " / "}
+
+
+def test_summary_headers_key_holds_the_summary_model_and_plain_headers_keep_theirs():
+    cfg = load_experiment("small-retrieval", FIX / "experiments")
+    plain = index_key("c", cfg.chunker, cfg.embedding, "m", None, HeadersConfig())
+    assert plain == "d4725444f19989936112"  # tables with headers built before summaries existed
+    summary = HeadersConfig(fields=["doc_type", "name", "title", "summary"])
+    a = index_key("c", cfg.chunker, cfg.embedding, "m", None, summary, "qwen.gguf:aaa")
+    b = index_key("c", cfg.chunker, cfg.embedding, "m", None, summary, "qwen.gguf:bbb")
+    shorter = HeadersConfig(fields=summary.fields, summary={"max_chars": 2000})
+    assert len({plain, a, b, index_key("c", cfg.chunker, cfg.embedding, "m", None, shorter, "qwen.gguf:aaa")}) == 4
+    # the shipped header configs keep their fingerprints
+    assert {n: load_experiment(n, ROOT / "experiments").fingerprint()
+            for n in ("headers", "bm25-headers", "hybrid-headers")} == {
+        "headers": "869a05e0e4b3f3b6", "bm25-headers": "df7d193f43734991", "hybrid-headers": "61c210b92081e346"}
+
+
+@pytest.mark.parametrize("reply, summary", [
+    ("Summary: A kiln\n  catalogue.", "A kiln catalogue."),
+    ('**Summary:** "The HR record of Alex Chen."', "The HR record of Alex Chen."),
+    ("  This document is a contract.  ", "This document is a contract."),
+    ("", ""),
+])
+def test_clean_summary(reply, summary):
+    assert clean_summary(reply) == summary
+
+
+class _StandInLLM:
+    """Records each chat call and answers with a fixed reply (plumbing only)."""
+
+    plan = SimpleNamespace(fingerprint="stand-in:1")
+
+    def __init__(self, reply: str = "Summary: A kiln  catalogue."):
+        self.reply, self.calls = reply, []
+
+    def chat(self, messages, prompt_version):
+        self.calls.append((messages, prompt_version))
+        return SimpleNamespace(text=self.reply)
+
+
+def test_summarizer_reads_the_first_max_chars_of_each_document_once():
+    llm = _StandInLLM()
+    docs = [Document(text="0123456789ABCDEF", metadata={"source": "products/a.md"}),
+            Document(text="short", metadata={"source": "company/b.md"})]
+    summarizer = DocumentSummarizer(llm, SummaryConfig(max_chars=10))
+    assert summarizer.summaries(docs) == {"products/a.md": "A kiln catalogue.", "company/b.md": "A kiln catalogue."}
+    assert [v for _, v in llm.calls] == ["doc-summary-v1", "doc-summary-v1"]
+    user = llm.calls[0][0][1]["content"]
+    assert "Document: products/a.md\n\n0123456789" in user and "A" not in user.split("0123456789")[1]
+    assert llm.calls[1][0][1]["content"].endswith("Document: company/b.md\n\nshort")
+    assert summarizer.fingerprint == "stand-in:1"
+
+
+def test_summary_headers_need_their_llm_to_build():
+    cfg = load_experiment("small-retrieval", FIX / "experiments").model_copy(
+        update={"headers": HeadersConfig(fields=["name", "summary"])})
+    with pytest.raises(ConfigError, match="headers.summary needs its LLM"):
+        open_or_build(SimpleNamespace(content_hash="c"), cfg, SimpleNamespace(fingerprint="m"), Path("/nonexistent"))
+
+
+def test_chunks_of_one_document_share_its_summary():
+    doc = Document(text="# Ember 90\n\nThe Ember 90 costs 8,400 euros.", id_="products/ember90.md",
+                   metadata={"source": "products/ember90.md", "doc_type": "products", "file_name": "ember90.md"})
+    nodes = [TextNode(text=t, metadata=dict(doc.metadata)) for t in ("The Ember 90", "costs 8,400 euros.")]
+    add_headers(nodes, [doc], HeadersConfig(fields=["name", "summary"]), {"products/ember90.md": "A kiln."})
+    assert [matched_text(n, MetadataMode.NONE) for n in nodes] == [
+        "ember90\nA kiln.\n\nThe Ember 90", "ember90\nA kiln.\n\ncosts 8,400 euros."]
+    assert all("A kiln." not in n.get_content(metadata_mode=m) for n in nodes
+               for m in (MetadataMode.LLM, MetadataMode.EMBED, MetadataMode.NONE))
 
 
 def test_header_is_matched_but_never_read_as_the_chunk():
@@ -234,6 +330,52 @@ def test_headers_run_matches_with_the_header_and_scores_the_chunk(project):
 
 
 @pytest.mark.slow
+def test_summary_headers_run_summarises_each_document_once(project):
+    """The real LLM summarises each of the fixture's 4 documents once; every chunk of a document is
+    matched under the same header line and summary; what is scored and sent is the chunk alone;
+    another index over the same documents asks the cache, and a rerun asks nothing."""
+    _write(project, "small-summary", "schema_version: 1\nextends: small-hybrid\n"
+                                     "description: fixture hybrid with summary headers\n"
+                                     "headers:\n  fields: [doc_type, name, title, summary]\n")
+    p = lab(project, "run", "small-summary", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    results, samples = load(latest(project, "small-summary"))
+    assert results["llm_usage"]["summary"]["calls"] == 4 and results["counters"]["llm_calls_summary"] == 4
+    assert results["timings"]["summary_s"] > 0
+    path = Path(results["index"]["path"])
+    manifest = json.loads((path / "manifest.json").read_text())
+    assert manifest["headers"]["summary"]["prompt"] == "doc-summary-v1"
+    rows = lancedb.connect(str(path / "lancedb")).open_table(TABLE).to_arrow().to_pylist()
+    headers: dict[str, set] = {}
+    for r in rows:
+        node = json.loads(r["metadata"]["_node_content"])
+        header = node["metadata"]["header"]
+        line, summary = header.split("\n")
+        assert line.startswith(node["metadata"]["doc_type"] + " / ") and len(summary) > 20
+        assert r["text"] == header + "\n\n" + node["text"]  # matched: header, summary, chunk
+        headers.setdefault(node["metadata"]["source"], set()).add(header)
+    assert len(headers) == 4 and all(len(h) == 1 for h in headers.values())
+    for s in samples:  # scored and sent: the chunk's own text
+        assert all(r["text"] == next(row["text"].split("\n\n", 1)[1] for row in rows if row["id"] == r["id"])
+                   for r in s["retrieved"])
+        assert s["metrics"]["context_chars"] == sum(len(r["text"]) for r in s["retrieved"])
+    _write(project, "small-summary-2", "schema_version: 1\nextends: small-summary\n"
+                                       "description: other chunks, same documents\n"
+                                       "chunker:\n  name: recursive_character\n  chunk_size: 300\n  chunk_overlap: 0\n")
+    other = lab(project, "run", "small-summary-2", "--no-progress")
+    assert other.returncode == 0, other.stderr
+    results2, _ = load(latest(project, "small-summary-2"))
+    assert results2["index"]["key"] != results["index"]["key"]
+    assert results2["llm_usage"]["summary"] == {**results2["llm_usage"]["summary"], "calls": 0, "cached": 4}
+    again = lab(project, "run", "small-summary", "--no-progress")
+    assert again.returncode == 0, again.stderr
+    results3, samples3 = load(latest(project, "small-summary"))
+    assert results3["index"]["reused"] and results3["llm_usage"]["summary"]["calls"] == 0
+    assert results3["llm_usage"]["summary"]["cached"] == 0  # the table was reused: no summary asked for
+    assert [s["retrieved"] for s in samples3] == [s["retrieved"] for s in samples]
+
+
+@pytest.mark.slow
 def test_doc_boost_run_reorders_by_the_recorded_first_stage(project):
     _write(project, "small-doc-boost", "schema_version: 1\nextends: small-hybrid\n"
                                        "description: fixture hybrid top 6, doc boost, top 3\n"
@@ -279,7 +421,10 @@ def test_sentence_window_run_scores_and_counts_the_windows(project):
 @pytest.mark.parametrize("name", ["headers", "bm25-headers", "hybrid-headers", "doc-boost", "hybrid-headers-boost",
                                   "hybrid-headers-filter", "sentence-window", "parent-child", "condense",
                                   pytest.param("multi-query", marks=pytest.mark.slow),  # Qwen: ~1 min
-                                  pytest.param("hyde", marks=pytest.mark.slow)])
+                                  pytest.param("hyde", marks=pytest.mark.slow),
+                                  pytest.param("headers-summary", marks=pytest.mark.slow),  # Qwen: 4 summaries
+                                  pytest.param("bm25-headers-summary", marks=pytest.mark.slow),
+                                  pytest.param("hybrid-headers-summary", marks=pytest.mark.slow)])
 def test_shipped_design_configs_run_retrieval_only(project, name):
     """Each shipped design config validates and runs retrieval-only (here on the fixture's documents)."""
     cfg = load_experiment(name, ROOT / "experiments")
@@ -291,7 +436,10 @@ def test_shipped_design_configs_run_retrieval_only(project, name):
     assert len(samples) == 6 and results["config"]["generation"] is None
     assert all(1 <= len(s["retrieved"]) <= 6 for s in samples)
     if cfg.headers is not None:
-        assert results["config"]["headers"]["fields"] == ["doc_type", "name", "title"]
+        assert results["config"]["headers"]["fields"] == cfg.headers.fields
+    if cfg.headers is not None and cfg.headers.summary is not None:  # each of the 4 documents, once at most
+        usage = results["llm_usage"]["summary"]
+        assert usage["calls"] + usage["cached"] in (0, 4)  # 0: the index was built by an earlier config
 
 
 # ---------------------------------------------------------------------------------------------

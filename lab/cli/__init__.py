@@ -259,7 +259,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if plans.reranker:
         m = plans.reranker.model
         print(f"# reranker model: {m.name} -> {m.location} ({m.source})")
-    for plan in (plans.query, plans.generation, judge.llm if judge else None):
+    for plan in (plans.summary, plans.query, plans.generation, judge.llm if judge else None):
         if plan is not None:
             print(f"# {plan.role} LLM: {plan.cfg.backend} {plan.cfg.model} -> {plan.location}")
     return 0

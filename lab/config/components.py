@@ -125,23 +125,6 @@ class EmbeddingConfig(Strict):
     passage_prefix: str = ""
 
 
-#: What a contextual chunk header can name: the document's folder, its file name (without the
-#: extension) and its first Markdown heading.
-HEADER_FIELDS = ("doc_type", "name", "title")
-
-
-class HeadersConfig(Strict):
-    """Contextual chunk headers: a line naming each chunk's document (``contracts / Contract with
-    Belvedere Insurance for Markellm``) is put before the chunk's text where it is matched (the
-    embedded text and the BM25 index), never where it is scored or sent: metrics and the answer's
-    context read the chunk's own text, so a header cannot make a keyword appear in a chunk."""
-
-    fields: list[Literal[HEADER_FIELDS]] = Field(
-        default_factory=lambda: list(HEADER_FIELDS), min_length=1,
-        description="Parts of the header, in order; a part equal to an earlier one is left out.")
-    separator: str = Field(" / ", description="Between the parts.")
-
-
 #: ANN index kinds (LanceDB's vector indexes); ``auto`` picks ``AUTO_KIND`` at or above ``min_rows``.
 ANN_KINDS = ("auto", "ivf_pq", "ivf_hnsw_sq", "ivf_hnsw_pq", "ivf_flat")
 

@@ -19,7 +19,6 @@ from lab.config.components import (
     ChunkerConfig,
     EmbeddingConfig,
     GuardrailConfig,
-    HeadersConfig,
     IndexConfig,
     MAX_K,
     LoaderConfig,
@@ -56,6 +55,52 @@ class LLMConfig(Strict):
         if self.backend == "llama_cpp" and self.base_url:
             raise ValueError("base_url is for remote backends; backend 'llama_cpp' runs a local GGUF file")
         return self
+
+
+#: What a contextual chunk header can name: the document's folder, its file name (without the
+#: extension), its first Markdown heading, and a summary of it written by an LLM.
+HEADER_FIELDS = ("doc_type", "name", "title", "summary")
+
+
+class SummaryConfig(Strict):
+    """Document summaries for contextual headers: the LLM reads a document's first ``max_chars``
+    characters once and writes a short summary of it (cached by content: a rebuild of the index,
+    or of another index over the same documents, makes no model call)."""
+
+    llm: LLMConfig = Field(default_factory=lambda: LLMConfig(max_tokens=96))
+    prompt: str = Field("doc-summary-v1", description="A prompt file in lab/prompts (without .txt); it "
+                        "fills {name} and {document}.")
+    max_chars: int = Field(4000, gt=0, description="The document's first characters the LLM reads.")
+
+
+class HeadersConfig(Strict):
+    """Contextual chunk headers: a line naming each chunk's document (``contracts / Contract with
+    Belvedere Insurance for Markellm``), and where ``summary`` is among the fields the document's
+    summary on a line of its own, is put before the chunk's text where it is matched (the
+    embedded text and the BM25 index), never where it is scored or sent: metrics and the answer's
+    context read the chunk's own text, so a header cannot make a keyword appear in a chunk."""
+
+    fields: list[Literal[HEADER_FIELDS]] = Field(
+        default_factory=lambda: ["doc_type", "name", "title"], min_length=1,
+        description="Parts of the header, in order; a part equal to an earlier one is left out; "
+        "summary (an LLM call per document) goes on a line of its own.")
+    separator: str = Field(" / ", description="Between the parts.")
+    summary: SummaryConfig | None = Field(None, description="The summary's LLM and prompt (defaults when "
+                                          "summary is among the fields).")
+
+    @model_validator(mode="after")
+    def _summary_needs_its_field(self) -> "HeadersConfig":
+        if "summary" in self.fields and self.summary is None:
+            self.summary = SummaryConfig()
+        if self.summary is not None and "summary" not in self.fields:
+            raise ValueError("summary is configured but 'summary' is not in fields: add it to fields "
+                             "(e.g. [doc_type, name, title, summary]) or remove the summary section")
+        return self
+
+    def key_body(self) -> dict:
+        """What the index key holds of the headers: without ``summary`` where it is unset, so
+        tables built before summaries existed keep their keys."""
+        return self.model_dump(mode="json", exclude_none=True)
 
 
 class TopNContext(Strict):

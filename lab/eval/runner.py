@@ -133,7 +133,8 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
         for cat, row in per_category.items():
             row["judge_failed"] = sum(1 for s in samples if s["category"] == cat and s["metrics"]["judge_failed"])
     paraphrase_llm = getattr(paraphraser, "lab_llm", None) if judge is not None else None
-    usage = {role: llm.usage.as_dict() for role, llm in (("query", pipe.query_llm), ("generation", pipe.generator),
+    usage = {role: llm.usage.as_dict() for role, llm in (("summary", pipe.summary_llm), ("query", pipe.query_llm),
+                                                         ("generation", pipe.generator),
                                                          ("judge", judge_llm), ("paraphrase", paraphrase_llm))
              if llm is not None and (role != "paraphrase" or llm.usage.calls + llm.usage.cached)}
     costs = [u["cost_usd"] for u in usage.values()]

@@ -339,26 +339,34 @@ def first_heading(text: str) -> str:
     return m.group(1).strip() if m else ""
 
 
-def header_text(metadata: dict, title: str, cfg: HeadersConfig) -> str:
+def header_text(metadata: dict, title: str, cfg: HeadersConfig, summary: str = "") -> str:
     """The header of a chunk: ``cfg.fields`` of its document joined by ``cfg.separator``; empty
-    parts, and parts equal (ignoring case) to an earlier one, are left out."""
+    parts, and parts equal (ignoring case) to an earlier one, are left out; the document's
+    ``summary``, where it is among the fields, goes on a line of its own."""
     parts = {"doc_type": metadata.get("doc_type", ""),
              "name": PurePosixPath(metadata.get("file_name", "")).stem,
-             "title": title}
+             "title": title, "summary": ""}
     kept: list[str] = []
     for name in cfg.fields:
         part = " ".join(parts[name].split())
         if part and part.casefold() not in {k.casefold() for k in kept}:
             kept.append(part)
-    return cfg.separator.join(kept)
+    line = cfg.separator.join(kept)
+    summary = " ".join(summary.split()) if "summary" in cfg.fields else ""
+    return "\n".join(p for p in (line, summary) if p)
 
 
-def add_headers(nodes: Sequence[BaseNode], documents: Sequence[BaseNode], cfg: HeadersConfig) -> None:
+def add_headers(nodes: Sequence[BaseNode], documents: Sequence[BaseNode], cfg: HeadersConfig,
+                summaries: dict[str, str] | None = None) -> None:
     """Give each node its document's header (``metadata["header"]``), kept out of the text models
-    read through LlamaIndex (embed and LLM modes): :func:`matched_text` places it instead."""
+    read through LlamaIndex (embed and LLM modes): :func:`matched_text` places it instead.
+    ``summaries`` (``{source: summary}``, :mod:`lab.rag.summaries`) fill the summary field."""
     titles = {d.metadata.get("source"): first_heading(d.get_content()) for d in documents}
+    summaries = summaries or {}
     for node in nodes:
-        node.metadata["header"] = header_text(node.metadata, titles.get(node.metadata.get("source"), ""), cfg)
+        source = node.metadata.get("source")
+        node.metadata["header"] = header_text(node.metadata, titles.get(source, ""), cfg,
+                                              summaries.get(source, ""))
         for hidden in (node.excluded_embed_metadata_keys, node.excluded_llm_metadata_keys):
             if "header" not in hidden:
                 hidden.append("header")
@@ -373,7 +381,7 @@ def matched_text(node: BaseNode, mode: MetadataMode = MetadataMode.EMBED) -> str
 
 
 def chunk(corpus: Corpus, cfg: ChunkerConfig, embed_model: Any, show_progress: bool = False,
-          headers: HeadersConfig | None = None) -> list[BaseNode]:
+          headers: HeadersConfig | None = None, summaries: dict[str, str] | None = None) -> list[BaseNode]:
     parser = build_chunker(cfg, embed_model)
     if isinstance(parser, PageNodeParser):
         parser.page_maps = corpus.pages
@@ -386,5 +394,5 @@ def chunk(corpus: Corpus, cfg: ChunkerConfig, embed_model: Any, show_progress: b
             if label:
                 node.metadata["page"] = label
     if headers is not None:
-        add_headers(nodes, corpus.documents, headers)
+        add_headers(nodes, corpus.documents, headers, summaries)
     return nodes

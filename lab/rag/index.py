@@ -36,6 +36,7 @@ from lab.progress import Ticker
 from lab.rag import ann as ann_index
 from lab.rag.chunkers import chunk, matched_text
 from lab.rag.loaders import Corpus
+from lab.rag.summaries import DocumentSummarizer
 
 log = logging.getLogger(__name__)
 
@@ -111,10 +112,12 @@ class _BuildStore(LanceDBVectorStore):
 
 
 def index_key(corpus_hash: str, chunker_cfg: ChunkerConfig, embedding_cfg: EmbeddingConfig,
-              embed_fingerprint: str, ann: AnnConfig | None = None, headers: HeadersConfig | None = None) -> str:
+              embed_fingerprint: str, ann: AnnConfig | None = None, headers: HeadersConfig | None = None,
+              summary_model: str | None = None) -> str:
     """sha256 of everything that changes the table's rows, and of an ANN index's build parameters
     where there is one; contextual headers and the ANN index are left out where not configured, so
-    tables without them keep their keys. Batch sizes and ANN search settings are left out."""
+    tables without them keep their keys. Headers with document summaries hold the summary
+    model's fingerprint (``summary_model``). Batch sizes and ANN search settings are left out."""
     body = {
         "corpus": corpus_hash,
         "chunker": chunker_cfg.model_dump(mode="json"),
@@ -127,7 +130,9 @@ def index_key(corpus_hash: str, chunker_cfg: ChunkerConfig, embedding_cfg: Embed
     if ann is not None:
         body["ann"] = ann_index.build_params(ann)
     if headers is not None:
-        body["headers"] = headers.model_dump(mode="json")
+        body["headers"] = headers.key_body()
+        if headers.summary is not None:
+            body["headers"]["summary"]["model"] = summary_model
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -178,10 +183,17 @@ def open_or_build(
     embed_model: Any,
     cache_root: Path,
     show_progress: bool = True,
+    summarizer: DocumentSummarizer | None = None,
 ) -> IndexHandle:
-    """Open the table for this (corpus, chunker, embedding), building it first if needed."""
+    """Open the table for this (corpus, chunker, embedding), building it first if needed;
+    headers with document summaries need ``summarizer`` (:mod:`lab.rag.summaries`), whose model
+    is called only while building."""
+    summary = cfg.headers.summary if cfg.headers is not None else None
+    if summary is not None and summarizer is None:
+        raise ConfigError(f"{cfg.name}: headers.summary needs its LLM to build the index",
+                          hint="open the index through lab.rag.pipeline.open_pipeline, which builds it")
     key = index_key(corpus.content_hash, cfg.chunker, cfg.embedding, embed_model.fingerprint, _ann_config(cfg),
-                    cfg.headers)
+                    cfg.headers, summarizer.fingerprint if summary is not None else None)
     root = cache_root / "indexes"
     final = root / key
     _remove_orphans(root)
@@ -194,7 +206,7 @@ def open_or_build(
             shutil.rmtree(final)
         for debris in root.glob(f".{key}.tmp-*"):
             shutil.rmtree(debris, ignore_errors=True)
-        return _build(corpus, cfg, embed_model, key, final, show_progress)
+        return _build(corpus, cfg, embed_model, key, final, show_progress, summarizer)
 
 
 #: Text per streamed group of documents: chunked, embedded and appended to the table before the
@@ -229,8 +241,8 @@ def _remove_orphans(root: Path) -> None:
             pass
 
 
-def _build(corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str, final: Path, show_progress: bool
-           ) -> IndexHandle:
+def _build(corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str, final: Path, show_progress: bool,
+           summarizer: DocumentSummarizer | None = None) -> IndexHandle:
     """Stream the corpus into a new table: each group of documents is chunked, embedded (through
     the content cache) and appended before the next is read; then the ANN index, if any, and the
     manifest; then the rename into place."""
@@ -243,7 +255,7 @@ def _build(corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str, fi
         store = _BuildStore(uri=str(tmp / "lancedb"), table_name=TABLE, mode="overwrite")
         with Ticker("index", corpus.n_chars, show_progress, unit="chars") as ticker:
             for group in document_groups(corpus.documents, GROUP_CHARS):
-                _append(group, corpus, cfg, embed_model, store, timings, stats, show_progress)
+                _append(group, corpus, cfg, embed_model, store, timings, stats, show_progress, summarizer)
                 ticker.update(sum(len(d.text) for d in group))
         problem = ann_index.check(ann, stats["dim"], stats["n"]) if ann else None
         if problem:
@@ -277,13 +289,20 @@ def _build(corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, key: str, fi
 
 
 def _append(group: list, corpus: Corpus, cfg: ExperimentConfig, embed_model: Any, store: LanceDBVectorStore,
-            timings: dict, stats: dict, show_progress: bool) -> None:
-    """Chunk, embed and append one group of documents (a group's embedding shows its own progress:
-    a bar on a terminal, as the build's does, log lines elsewhere)."""
+            timings: dict, stats: dict, show_progress: bool, summarizer: DocumentSummarizer | None = None
+            ) -> None:
+    """Summarise (where headers hold summaries), chunk, embed and append one group of documents
+    (a group's summaries and embedding show their own progress: a bar on a terminal, as the
+    build's does, log lines elsewhere)."""
+    summaries = None
+    if cfg.headers is not None and cfg.headers.summary is not None and summarizer is not None:
+        ts = time.perf_counter()
+        summaries = summarizer.summaries(group, show_progress)
+        timings["summary_s"] = timings.get("summary_s", 0.0) + time.perf_counter() - ts
     t0 = time.perf_counter()
     before = embed_model.counters["computed"]
     nodes = chunk(Corpus(root=corpus.root, documents=group, pages=corpus.pages), cfg.chunker, embed_model,
-                  headers=cfg.headers)
+                  headers=cfg.headers, summaries=summaries)
     stats["during_chunking"] += embed_model.counters["computed"] - before
     t1 = time.perf_counter()
     t2 = t1
@@ -319,7 +338,7 @@ def _write_manifest(tmp: Path, stats: dict, corpus: Corpus, cfg: ExperimentConfi
     if ann is not None:
         manifest["ann"] = ann
     if cfg.headers is not None:
-        manifest["headers"] = cfg.headers.model_dump(mode="json")
+        manifest["headers"] = cfg.headers.key_body()
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2))
     return manifest
 

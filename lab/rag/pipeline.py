@@ -38,6 +38,7 @@ from lab.rag.index import IndexHandle, ensure_fts, open_or_build
 from lab.rag.loaders import Corpus, load_folder
 from lab.rag.postprocess import Chain, ChainPostprocessor, RerankerPlan, build_chain, build_reranker, resolve_reranker
 from lab.rag.query import wrap_retriever
+from lab.rag.summaries import DocumentSummarizer
 from lab.rag.retrievers import NEEDS_FTS, build_retriever
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,7 @@ class ModelPlans:
     reranker: RerankerPlan | None
     generation: LLMPlan | None
     query: LLMPlan | None = None  # the query section's LLM (rewrites)
+    summary: LLMPlan | None = None  # headers.summary's LLM (document summaries, while building)
 
 
 def resolve_models(cfg: ExperimentConfig, project_root: Path | None) -> ModelPlans:
@@ -67,7 +69,11 @@ def resolve_models(cfg: ExperimentConfig, project_root: Path | None) -> ModelPla
     if cfg.query is not None:
         load_prompt(cfg.query.prompt_name, {"n", "question", "history"}, where="query.prompt")
         query = resolve_llm(cfg.query.llm, "query rewriting", project_root)
-    return ModelPlans(embed, rerank, gen, query)
+    summary = None
+    if cfg.headers is not None and cfg.headers.summary is not None:
+        load_prompt(cfg.headers.summary.prompt, {"name", "document"}, where="headers.summary.prompt")
+        summary = resolve_llm(cfg.headers.summary.llm, "headers.summary", project_root)
+    return ModelPlans(embed, rerank, gen, query, summary)
 
 
 @dataclass
@@ -84,6 +90,7 @@ class Pipeline:
     timings: dict = field(default_factory=dict)
     cache_root: Path | None = None
     query_llm: LabLLM | None = None  # rewrites questions (the query section)
+    summary_llm: LabLLM | None = None  # summarises documents (headers.summary), when the index is built
 
     @property
     def reranker(self) -> Any:
@@ -108,7 +115,12 @@ def open_pipeline(cfg: ExperimentConfig, plans: ModelPlans, project_root: Path, 
         corpus = load_corpus(cfg, project_root)
         timings["load_s"] = time.perf_counter() - t0
     embed_model = build_embedding(cfg.embedding, plans.embedding, cache_root)
-    handle = open_or_build(corpus, cfg, embed_model, cache_root, show_progress=show_progress)
+    summary_llm = summarizer = None
+    if plans.summary is not None and cfg.headers is not None and cfg.headers.summary is not None:
+        summary_llm = build_llm(plans.summary, cache_root)  # the model loads at its first call
+        summarizer = DocumentSummarizer(summary_llm, cfg.headers.summary)
+    handle = open_or_build(corpus, cfg, embed_model, cache_root, show_progress=show_progress,
+                           summarizer=summarizer)
     timings.update(handle.timings)
     if cfg.retriever.top_k > handle.n_chunks:
         log.warning("retriever.top_k is %d but the index has %d chunks: every question gets at most %d",
@@ -128,7 +140,7 @@ def open_pipeline(cfg: ExperimentConfig, plans: ModelPlans, project_root: Path, 
         generator = build_llm(plans.generation, cache_root)
         synthesizer = LabSynthesizer(generator, cfg.generation)
     return Pipeline(cfg, plans, corpus, embed_model, handle, retriever, build_chain(cfg, reranker), generator,
-                    synthesizer, timings, cache_root, query_llm)
+                    synthesizer, timings, cache_root, query_llm, summary_llm)
 
 
 def query_engine(name: str, experiments_dir: Path = Path("experiments"), cache_root: Path | None = None
