@@ -1,13 +1,14 @@
 """A Markdown table of retrieval designs run on one question set, each paired against a base.
 
-    python scripts/designs_table.py --reports reports/_designs/held-out --base hybrid turn13 bm25 headers ...
+    python scripts/designs_table.py --reports reports/_designs/held-out --base hybrid --also turn13 turn13 bm25 ...
 
 For each named experiment, its latest run under ``--reports``: MRR, nDCG, span recall and IoU
 (where the eval set has spans), context characters sent per question, milliseconds per question
 (question embedding, search and second stage) and LLM calls per question (served from the cache or not); then MRR against ``--base`` on the same
 questions (lab.report.stats.paired: the mean per-question delta, its bootstrap interval, the
-permutation p), Holm-adjusted across the designs compared with the base. A difference is real
-when its interval excludes 0 and its adjusted p is under 0.05, as in `lab compare`.
+permutation p), Holm-adjusted across the designs compared with the base; ``--also`` adds the
+same against a second base in a column of its own. A difference is real when its interval
+excludes 0 and its adjusted p is under 0.05, as in `lab compare`.
 """
 
 from __future__ import annotations
@@ -39,19 +40,41 @@ def llm_calls(run) -> float:
     return calls / max(len(run.samples), 1)
 
 
+def verdicts(base, others, short: bool = False) -> list[str]:
+    """Each of ``others`` against ``base`` on MRR, Holm-adjusted across them (``short``: without
+    the interval, "no difference" for no detectable one)."""
+    tests = [paired(base.values("mrr"), r.values("mrr")) for r in others]
+    out = []
+    for t, p in zip(tests, holm([t.p_permutation for t in tests])):
+        real = t.ci[0] > 0 or t.ci[1] < 0
+        verdict = ("**better**" if t.delta > 0 else "**worse**") if real and p < 0.05 else "no detectable difference"
+        if short:
+            out.append(f"{t.delta:+.3f}, p adj. {p:.3f}: {verdict.replace(' detectable', '')}")
+        else:
+            out.append(f"{t.delta:+.4f} [{t.ci[0]:+.3f}, {t.ci[1]:+.3f}], p adj. {p:.3f}: {verdict}")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reports", type=Path, required=True)
     ap.add_argument("--base", required=True)
+    ap.add_argument("--also", help="a second base, compared in a column of its own (e.g. turn13)")
     ap.add_argument("names", nargs="+")
     args = ap.parse_args()
-    runs = load_runs([args.base, *[n for n in args.names if n != args.base]], args.reports)
+    names = [args.base, *[n for n in args.names if n != args.base]]
+    if args.also and args.also not in names:
+        names.append(args.also)
+    runs = load_runs(names, args.reports)
     base, others = runs[0], runs[1:]
-    tests = [paired(base.values("mrr"), r.values("mrr")) for r in others]
-    adj = holm([t.p_permutation for t in tests])
+    against_base = verdicts(base, others)
+    also = next((r for r in runs if r.label == args.also), None)
+    against_also = dict(zip([r.label for r in runs if r is not also],
+                            verdicts(also, [r for r in runs if r is not also], short=True))) if also else {}
     spans = any(mean(r, "span_recall") is not None for r in runs)
     head = ["design", "MRR", "nDCG"] + (["span recall", "span IoU"] if spans else []) + [
-        "context chars", "ms / question", "LLM calls / q", f"MRR vs {base.label} (95% CI, p adj.)"]
+        "context chars", "ms / question", "LLM calls / q", f"MRR vs {base.label} (95% CI, p adj.)"] + (
+        [f"MRR vs {also.label}"] if also else [])
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for i, r in enumerate(runs):
@@ -59,15 +82,12 @@ def main() -> int:
         if spans:
             cells += [f"{mean(r, m):.3f}" if mean(r, m) is not None else "-" for m in ("span_recall", "span_iou")]
         cells += [f"{mean(r, 'context_chars'):,.0f}", f"{1000 * per_question_s(r):.1f}", f"{llm_calls(r):.3g}"]
-        if i == 0:
-            cells.append("(base)")
-        else:
-            t, p = tests[i - 1], adj[i - 1]
-            real = t.ci[0] > 0 or t.ci[1] < 0
-            verdict = ("**better**" if t.delta > 0 else "**worse**") if real and p < 0.05 else "no detectable difference"
-            cells.append(f"{t.delta:+.4f} [{t.ci[0]:+.3f}, {t.ci[1]:+.3f}], p adj. {p:.3f}: {verdict}")
+        cells.append("(base)" if i == 0 else against_base[i - 1])
+        if also:
+            cells.append("(base)" if r is also else against_also[r.label])
         print("| " + " | ".join(cells) + " |")
-    print(f"\n{len(base.samples)} questions; p adj.: Holm over the {len(others)} designs compared with {base.label}.")
+    print(f"\n{len(base.samples)} questions; p adj.: Holm over the {len(others)} designs compared with {base.label}"
+          + (f", and over the {len(runs) - 1} compared with {also.label}." if also else "."))
     return 0
 
 

@@ -18,10 +18,13 @@ from pydantic import ValidationError
 from lab.config import HeadersConfig, SummaryConfig, load_experiment
 from lab.config import SentenceWindowChunker
 from lab.errors import ConfigError
-from lab.rag.chunkers import add_headers, build_chunker, first_heading, header_text, matched_text, send_windows
+from lab.rag.chunkers import (add_headers, build_chunker, first_heading, header_text, matched_text, send_headers,
+                              send_windows, sent_header)
 from lab.rag.index import TABLE, index_key, open_or_build
 from lab.rag.summaries import DocumentSummarizer, clean_summary
-from lab.rag.postprocess import DocBoostReranker, DocTypeFilter, doc_boost, named_doc_types
+from lab.metrics.spans import span_scores
+from lab.rag.postprocess import (PARTS, DocBoostReranker, DocTypeFilter, build_chain, doc_boost, merge_by_document,
+                                   named_doc_types, sent_spans)
 from runs import ROOT, lab, latest, load, page_text
 
 FIX = ROOT / "tests" / "fixtures"
@@ -142,6 +145,77 @@ def test_summary_headers_need_their_llm_to_build():
         update={"headers": HeadersConfig(fields=["name", "summary"])})
     with pytest.raises(ConfigError, match="headers.summary needs its LLM"):
         open_or_build(SimpleNamespace(content_hash="c"), cfg, SimpleNamespace(fingerprint="m"), Path("/nonexistent"))
+
+
+@pytest.mark.parametrize("fields, header, sent", [
+    (["doc_type", "name", "title"], "employees / Avery Lancaster / HR Record", "employees / Avery Lancaster / HR Record"),
+    (["doc_type", "name", "summary"], "employees / Avery Lancaster\nThe HR record of the CEO.", "employees / Avery Lancaster"),
+    (["name", "summary"], "Avery Lancaster", "Avery Lancaster"),  # the summary was empty
+    (["summary"], "The HR record of the CEO.", ""),  # a model's words are never sent
+])
+def test_sent_header_is_the_line_without_the_summary(fields, header, sent):
+    assert sent_header(header, HeadersConfig(fields=fields)) == sent
+
+
+def test_send_headers_sends_copies_under_the_line_with_the_chunk_offsets():
+    node = TextNode(text="Base salary: $225,000", id_="employees/a.md#3", start_char_idx=900, end_char_idx=921,
+                    metadata={"header": "employees / Avery Lancaster\nA summary.", "source": "employees/a.md"})
+    bare = TextNode(text="no header", id_="x")
+    cfg = HeadersConfig(fields=["doc_type", "name", "summary"], send=True)
+    out = send_headers([NodeWithScore(node=node, score=0.7), NodeWithScore(node=bare, score=0.2)], cfg)
+    assert [n.node.get_content() for n in out] == ["employees / Avery Lancaster\n\nBase salary: $225,000", "no header"]
+    assert (out[0].node.start_char_idx, out[0].node.end_char_idx, out[0].score) == (900, 921, 0.7)
+    assert out[0].node.node_id == "employees/a.md#3"
+    assert node.get_content() == "Base salary: $225,000"  # the retrieved node itself is left as it was
+    assert HeadersConfig(send=True).key_body() == HeadersConfig().key_body()  # sending is not in the index key
+    chain = build_chain(load_experiment("hybrid-headers-sent", ROOT / "experiments"), None)
+    assert chain.headers is not None and chain.headers.send
+    assert build_chain(load_experiment("hybrid-headers", ROOT / "experiments"), None).headers is None
+
+
+def _chunk(source: str, start: int | None, text: str, score: float) -> NodeWithScore:
+    end = None if start is None else start + len(text)
+    return NodeWithScore(node=TextNode(text=text, id_=f"{source}#{start}", start_char_idx=start, end_char_idx=end,
+                                       metadata={"source": source}), score=score)
+
+
+def test_merge_by_document_by_hand():
+    # document a: 0123456789ABCDEFGHIJKLMNO...; chunks [0,10) [8,15) [2,6) [20,25); document b: [0,5)
+    a = "0123456789ABCDEFGHIJKLMNOP"
+    nodes = [_chunk("a.md", 0, a[0:10], 0.9), _chunk("b.md", 0, "bbbbb", 0.8), _chunk("a.md", 20, a[20:25], 0.7),
+             _chunk("a.md", 8, a[8:15], 0.6), _chunk("a.md", 2, a[2:6], 0.5)]
+    out = merge_by_document(nodes, joiner=" | ")
+    assert [n.node.node_id for n in out] == ["a.md#0", "b.md#0"] and [n.score for n in out] == [0.9, 0.8]
+    merged = out[0].node
+    assert merged.get_content() == "0123456789ABCDE | KLMNO"  # overlap joined once, the contained chunk adds nothing
+    assert (merged.start_char_idx, merged.end_char_idx) == (0, 25)
+    assert merged.metadata[PARTS] == [[0, 15], [20, 25]]
+    assert PARTS not in merged.get_content(metadata_mode=MetadataMode.LLM)
+    assert out[1] is nodes[1]  # a document with one chunk passes unchanged
+    assert nodes[0].node.get_content() == "0123456789" and PARTS not in nodes[0].node.metadata  # copies leave
+    assert sent_spans(out, [n.node.get_content() for n in out]) == [
+        ("a.md", 0, 15, 15), ("a.md", 20, 25, 5), ("b.md", 0, 5, 5)]
+    # span metrics over the merged passage: the golden span [12, 22) is covered by [0,15) and [20,25)
+    assert span_scores(sent_spans(out, ["", ""]), [("a.md", 12, 22)])["span_recall"] == pytest.approx(5 / 10)
+
+
+def test_merge_by_document_without_offsets_joins_in_rank_order():
+    out = merge_by_document([_chunk("a.md", None, "second", 0.9), _chunk("a.md", None, "first", 0.5)])
+    assert len(out) == 1 and out[0].node.get_content() == "second\n\nfirst"
+    assert out[0].node.start_char_idx is None and out[0].node.metadata[PARTS] is None
+    assert merge_by_document([]) == []
+
+
+def test_merge_then_headers_sends_the_line_once_per_document():
+    cfg = load_experiment("hybrid-headers-merged", ROOT / "experiments")
+    chain = build_chain(cfg, None)
+    assert chain.merge is not None and chain.headers is not None
+    nodes = [_chunk("employees/a.md", 0, "Avery Lancaster, CEO.", 0.9), _chunk("employees/a.md", 40, "$225,000", 0.5)]
+    for n in nodes:
+        n.node.metadata["header"] = "employees / Avery Lancaster / HR Record"
+    sent = chain.apply(nodes, QueryBundle("What is Avery Lancaster's salary?")).nodes
+    assert [n.node.get_content() for n in sent] == [
+        "employees / Avery Lancaster / HR Record\n\nAvery Lancaster, CEO.\n\n$225,000"]
 
 
 def test_chunks_of_one_document_share_its_summary():
@@ -418,7 +492,8 @@ def test_sentence_window_run_scores_and_counts_the_windows(project):
     assert f2["metrics"]["span_recall"] == 1.0
 
 
-@pytest.mark.parametrize("name", ["headers", "bm25-headers", "hybrid-headers", "doc-boost", "hybrid-headers-boost",
+@pytest.mark.parametrize("name", ["headers", "bm25-headers", "hybrid-headers", "hybrid-headers-sent", "hybrid-headers-merged",
+                                  "doc-merge", "doc-boost", "hybrid-headers-boost",
                                   "hybrid-headers-filter", "sentence-window", "parent-child", "condense",
                                   pytest.param("multi-query", marks=pytest.mark.slow),  # Qwen: ~1 min
                                   pytest.param("hyde", marks=pytest.mark.slow),
@@ -428,7 +503,8 @@ def test_sentence_window_run_scores_and_counts_the_windows(project):
 def test_shipped_design_configs_run_retrieval_only(project, name):
     """Each shipped design config validates and runs retrieval-only (here on the fixture's documents)."""
     cfg = load_experiment(name, ROOT / "experiments")
-    assert cfg.headers or cfg.reranker or cfg.query or cfg.chunker.name in ("sentence_window", "parent_child")
+    assert cfg.headers or cfg.reranker or cfg.query or cfg.merge or cfg.chunker.name in ("sentence_window",
+                                                                                        "parent_child")
     p = lab(project, "run", name, "--experiments", str(ROOT / "experiments"), "--retrieval-only", "--no-progress",
             "--kb", str(project / "kb"), "--eval", str(project / "eval.jsonl"), "--reports", str(project / "reports"))
     assert p.returncode == 0, p.stderr
@@ -437,6 +513,24 @@ def test_shipped_design_configs_run_retrieval_only(project, name):
     assert all(1 <= len(s["retrieved"]) <= 6 for s in samples)
     if cfg.headers is not None:
         assert results["config"]["headers"]["fields"] == cfg.headers.fields
+    if cfg.headers is not None and cfg.headers.send:  # sent under the header line, whose characters count
+        kb = project / "kb"
+        for s in samples:
+            assert s["metrics"]["context_chars"] == sum(len(r["text"]) for r in s["retrieved"])
+            for r in s["retrieved"]:
+                line, text = r["text"].split("\n\n", 1)
+                assert line.startswith(r["source"].split("/")[0] + " / ")
+                assert (kb / r["source"]).read_text()[r["start_char_idx"]:r["end_char_idx"]] == text
+    if cfg.merge is not None:  # one passage per document, its pieces cut from the source
+        kb = project / "kb"
+        for s in samples:
+            assert len({r["source"] for r in s["retrieved"]}) == len(s["retrieved"])
+            assert s["metrics"]["context_chars"] == sum(len(r["text"]) for r in s["retrieved"])
+            for r in s["retrieved"]:
+                src = (kb / r["source"]).read_text()
+                body = r["text"].split("\n\n", 1)[1] if cfg.headers is not None and cfg.headers.send else r["text"]
+                assert body.startswith(src[r["start_char_idx"]:r["start_char_idx"] + 40])
+                assert body.endswith(src[r["end_char_idx"] - 40:r["end_char_idx"]])
     if cfg.headers is not None and cfg.headers.summary is not None:  # each of the 4 documents, once at most
         usage = results["llm_usage"]["summary"]
         assert usage["calls"] + usage["cached"] in (0, 4)  # 0: the index was built by an earlier config

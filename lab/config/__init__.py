@@ -50,6 +50,7 @@ from lab.config.schema import (
     HeadersConfig,
     JudgeConfig,
     LLMConfig,
+    MergeConfig,
     MetricsConfig,
     QueryConfig,
     RagasConfig,
@@ -67,7 +68,7 @@ __all__ = [
     "FlagEmbeddingRerankerConfig", "GateConfig", "GenerationConfig", "GuardrailConfig", "HeadersConfig", "HybridRetriever", "IndexConfig", "JudgeConfig",
     "KeywordOverlapRerankerConfig", "LLMConfig", "LLMPointwiseRerankerConfig", "LoaderConfig", "MetricsConfig",
     "PageChunker", "ParentChildChunker", "QueryConfig", "RagasConfig", "RecursiveCharacterChunker", "RerankerConfig", "ReportConfig", "RetrieverConfig",
-    "SampleConfig", "SummaryConfig", "SCHEMA_VERSION", "SemanticChunker", "SentenceTransformerRerankerConfig", "SentenceWindowChunker", "Strict",
+    "MergeConfig", "SampleConfig", "SummaryConfig", "SCHEMA_VERSION", "SemanticChunker", "SentenceTransformerRerankerConfig", "SentenceWindowChunker", "Strict",
     "TokenBudgetContext", "TopNContext", "TrackingConfig", "VectorRetriever", "component_names", "dump_yaml", "experiment_path",
     "load_experiment", "merge", "retrieval_only", "set_path",
 ]

@@ -295,7 +295,7 @@ def load_experiment(
 
 
 def dump_yaml(config: ExperimentConfig) -> str:
-    """The resolved config as YAML; the headers, index, query, gate and tracking sections only where set
+    """The resolved config as YAML; the headers, index, query, merge, gate and tracking sections only where set
     (they are newer than most runs' config.yaml; an unset one is exactly the behaviour before it existed)."""
-    unset = {k for k in ("headers", "index", "query", "gate", "tracking") if getattr(config, k) is None}
+    unset = {k for k in ("headers", "index", "query", "merge", "gate", "tracking") if getattr(config, k) is None}
     return yaml.safe_dump(config.model_dump(mode="json", exclude=unset), sort_keys=False)

@@ -87,6 +87,9 @@ class HeadersConfig(Strict):
     separator: str = Field(" / ", description="Between the parts.")
     summary: SummaryConfig | None = Field(None, description="The summary's LLM and prompt (defaults when "
                                           "summary is among the fields).")
+    send: bool | None = Field(None, description="true: the header's line (not the summary, which a model wrote) "
+                              "is also sent before each chunk, so the answer, the metrics and the context size "
+                              "read it; null or false: matched only.")
 
     @model_validator(mode="after")
     def _summary_needs_its_field(self) -> "HeadersConfig":
@@ -99,8 +102,9 @@ class HeadersConfig(Strict):
 
     def key_body(self) -> dict:
         """What the index key holds of the headers: without ``summary`` where it is unset, so
-        tables built before summaries existed keep their keys."""
-        return self.model_dump(mode="json", exclude_none=True)
+        tables built before summaries existed keep their keys, and without ``send``, which changes
+        what is sent, not the table."""
+        return self.model_dump(mode="json", exclude_none=True, exclude={"send"})
 
 
 class TopNContext(Strict):
@@ -283,6 +287,17 @@ class TrackingConfig(Strict):
     experiment: str | None = Field(None, description="MLflow experiment name (default: the lab experiment's name).")
 
 
+class MergeConfig(Strict):
+    """Passages of one document sent as one (auto-merging by document): after the second stage,
+    the chunks of a document among the final ones leave as one passage at its best chunk's rank,
+    in document order, overlapping chunks joined where they overlap, others by ``joiner``. The
+    same text goes out (less, where chunks overlapped), in fewer passages; the metrics rank
+    passages, so a document's facts split over two chunks count at the better rank."""
+
+    by: Literal["document"] = "document"
+    joiner: str = Field("\n\n", description="Between chunks of one document that do not touch.")
+
+
 class ExperimentConfig(Strict):
     schema_version: Literal[1] = SCHEMA_VERSION
     name: str = Field(description="Set from the file name.")
@@ -297,6 +312,7 @@ class ExperimentConfig(Strict):
     retriever: RetrieverConfig
     query: QueryConfig | None = None
     reranker: RerankerConfig | None = None
+    merge: MergeConfig | None = None
     guardrail: GuardrailConfig | None = None
     caches: CachesConfig | None = None
     generation: GenerationConfig | None = Field(default_factory=GenerationConfig)

@@ -30,7 +30,7 @@ from lab.progress import progress, run_all
 from lab.rag import ann as ann_index
 from lab.rag.generation import LabSynthesizer
 from lab.rag.pipeline import Pipeline
-from lab.rag.postprocess import score_float
+from lab.rag.postprocess import score_float, sent_spans
 from lab.rag.semantic_cache import nodes_by_ids, open_semantic_cache
 
 
@@ -119,8 +119,7 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
         span_chars = None
         refs = [(r.source, r.start_index, r.end_index) for r in (row.references or []) if r.source in sources]
         if refs:
-            spans = span_scores([(n.node.metadata.get("source"), n.node.start_char_idx, n.node.end_char_idx, len(t))
-                                 for n, t in zip(final, texts)], refs)
+            spans = span_scores(sent_spans(final, texts), refs)
             span_chars = spans.pop("span_chars")
             scores.update(spans)
         if labels is not None and row.id in labels:

@@ -372,6 +372,35 @@ def add_headers(nodes: Sequence[BaseNode], documents: Sequence[BaseNode], cfg: H
                 hidden.append("header")
 
 
+def sent_header(header: str, cfg: HeadersConfig) -> str:
+    """What of a chunk's header is sent with it (``headers.send``): its line, without the
+    summary, which a model wrote. A header of one line is the line, except where summary is the
+    only field (a header's line is empty only when every part is: never with ``name``)."""
+    if "summary" not in cfg.fields:
+        return header
+    if cfg.fields == ["summary"]:
+        return ""
+    return header.split("\n", 1)[0]
+
+
+def send_headers(nodes: Sequence[Any], cfg: HeadersConfig) -> list[Any]:
+    """``headers.send``, at the end of the second stage: each node leaves as a copy whose text is
+    its header's line over its own text (offsets unchanged: the line is in no source), so the
+    answer's context, the keyword metrics and the context size read it."""
+    from llama_index.core.schema import NodeWithScore
+
+    out = []
+    for n in nodes:
+        line = sent_header(n.node.metadata.get("header", ""), cfg)
+        if not line:
+            out.append(n)
+            continue
+        node = n.node.model_copy()
+        node.set_content(f"{line}\n\n{n.node.get_content()}")
+        out.append(NodeWithScore(node=node, score=n.score))
+    return out
+
+
 def matched_text(node: BaseNode, mode: MetadataMode = MetadataMode.EMBED) -> str:
     """The text a node is matched by: its header (if any) over its content in ``mode``
     (``EMBED`` for the embedding, ``NONE`` for the BM25 column)."""

@@ -32,10 +32,10 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from lab.config import ExperimentConfig, GuardrailConfig, RerankerConfig
+from lab.config import ExperimentConfig, GuardrailConfig, HeadersConfig, MergeConfig, RerankerConfig
 from lab.errors import LabError
 from lab.models.resolve import ResolvedModel, resolve_gguf, resolve_hf_model
-from lab.rag.chunkers import send_windows
+from lab.rag.chunkers import send_headers, send_windows
 from lab.rag.llm_reranker import LlamaCppRelevanceScorer, LLMPointwiseReranker
 from lab.rag.retrievers import hide_from_models
 from lab.registry import Registry
@@ -364,11 +364,15 @@ class Chain:
     candidate_k: int | None  # how many first-stage nodes the reranker scores
     reranker: BaseNodePostprocessor | None
     windows: bool = False  # sentence-window or child chunks: send each one's window or parent
+    headers: HeadersConfig | None = None  # headers.send: each node leaves with its header's line
+    merge: MergeConfig | None = None  # chunks of one document leave as one passage
 
     def apply(self, first: list[NodeWithScore], query_bundle: QueryBundle, rank_suppressed: bool = True) -> Ranked:
         """Rank one question. The guard judges the first-stage scores; ``rank_suppressed`` False
         skips reranking a question the guard suppresses (the query engine sends it nothing).
-        Sentence-window nodes leave as their windows (:func:`lab.rag.chunkers.send_windows`)."""
+        Sentence-window nodes leave as their windows (:func:`lab.rag.chunkers.send_windows`), and
+        merged by document with ``merge`` (:func:`merge_by_document`), and with ``headers.send``
+        under their header's line (:func:`lab.rag.chunkers.send_headers`)."""
         g = self.guardrail
         low = None if g is None else low_confidence([score_float(n.score) or 0.0 for n in first], g.min_top_score)
         suppress = bool(low) and g is not None and g.suppress_generation
@@ -381,7 +385,71 @@ class Chain:
         return Ranked(self._sent(final), low, suppress, decision, time.perf_counter() - t0)
 
     def _sent(self, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
-        return send_windows(nodes) if self.windows else nodes
+        sent = send_windows(nodes) if self.windows else nodes
+        if self.merge is not None:
+            sent = merge_by_document(sent, self.merge.joiner)
+        return send_headers(sent, self.headers) if self.headers is not None else sent
+
+
+#: Metadata of a merged passage: the ``[start, end]`` source offsets of its pieces, for span metrics.
+PARTS = "lab_parts"
+
+
+def merge_by_document(nodes: Sequence[NodeWithScore], joiner: str = "\n\n") -> list[NodeWithScore]:
+    """``merge: {by: document}``: the chunks of one document leave as one passage, at its best
+    chunk's rank, with that chunk's id and score. Its pieces are the chunks in document order;
+    a chunk that overlaps or touches the piece before it (by offsets, where its text spans them
+    exactly) extends it without repeating the shared characters; others start a new piece, after
+    ``joiner``. The passage's offsets run from its first piece's start to its last piece's end,
+    and ``metadata[PARTS]`` holds each piece's, so span metrics count what was sent. A document
+    with one chunk passes unchanged; the retrieved nodes are left as they were (copies leave)."""
+    groups: dict[str, list[NodeWithScore]] = {}
+    for n in nodes:
+        groups.setdefault(str(n.node.metadata.get("source", n.node.node_id)), []).append(n)
+    out = []
+    for group in groups.values():
+        best = group[0]
+        if len(group) == 1:
+            out.append(best)
+            continue
+        exact = [(n.node.start_char_idx, n.node.end_char_idx, n.node.get_content()) for n in group]
+        located = all(s is not None and e is not None and e - s == len(t) for s, e, t in exact)
+        if located:
+            exact.sort(key=lambda p: p[0])
+        pieces: list[list] = []  # [start, end, text]
+        for start, end, text in exact:
+            last = pieces[-1] if pieces else None
+            if located and last is not None and start <= last[1]:
+                if end > last[1]:
+                    last[2] += text[last[1] - start:]
+                    last[1] = end
+                continue
+            pieces.append([start, end, text])
+        node = best.node.model_copy()
+        node.metadata = {**best.node.metadata, PARTS: [[p[0], p[1]] for p in pieces] if located else None}
+        node.excluded_llm_metadata_keys = list(best.node.excluded_llm_metadata_keys)
+        node.excluded_embed_metadata_keys = list(best.node.excluded_embed_metadata_keys)
+        hide_from_models(node, PARTS)
+        node.set_content(joiner.join(p[2] for p in pieces))
+        node.start_char_idx = pieces[0][0] if located else None
+        node.end_char_idx = pieces[-1][1] if located else None
+        out.append(NodeWithScore(node=node, score=best.score))
+    return out
+
+
+def sent_spans(nodes: Sequence[NodeWithScore], texts: Sequence[str]) -> list[tuple]:
+    """``(source, start, end, length)`` of what each sent node covers in its source, for span
+    metrics: a merged passage's pieces one by one, other nodes' offsets (``length``, their text's,
+    counts where offsets are unknown)."""
+    out = []
+    for n, t in zip(nodes, texts):
+        source = n.node.metadata.get("source")
+        parts = n.node.metadata.get(PARTS)
+        if parts:
+            out += [(source, s, e, e - s) for s, e in parts]
+        else:
+            out.append((source, n.node.start_char_idx, n.node.end_char_idx, len(t)))
+    return out
 
 
 class ChainPostprocessor(BaseNodePostprocessor):
@@ -410,7 +478,9 @@ def build_chain(cfg: ExperimentConfig, reranker: BaseNodePostprocessor | None) -
     default every retrieved node) and its reranker (built by :func:`build_reranker`)."""
     r = cfg.reranker
     candidate_k = None if r is None else (r.candidate_k or cfg.retriever.top_k)
-    return Chain(cfg.guardrail, candidate_k, reranker, windows=cfg.chunker.name in ("sentence_window", "parent_child"))
+    send = cfg.headers if cfg.headers is not None and cfg.headers.send else None
+    return Chain(cfg.guardrail, candidate_k, reranker, windows=cfg.chunker.name in ("sentence_window", "parent_child"),
+                 headers=send, merge=cfg.merge)
 
 
 def score_float(score: object) -> float | None:
