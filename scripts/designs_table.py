@@ -4,10 +4,11 @@
 
 For each named experiment, its latest run under ``--reports``: MRR, nDCG, span recall and IoU
 (where the eval set has spans), context characters sent per question, milliseconds per question
-(question embedding, search and second stage) and LLM calls per question (served from the cache or not); then MRR against ``--base`` on the same
-questions (lab.report.stats.paired: the mean per-question delta, its bootstrap interval, the
-permutation p), Holm-adjusted across the designs compared with the base; ``--also`` adds the
-same against a second base in a column of its own. A difference is real when its interval
+(question embedding, search and second stage) and LLM calls per question (served from the cache
+or not; document summaries, made once per document, are not per question); then MRR against
+``--base`` on the same questions (lab.report.stats.paired: the mean per-question delta, its
+bootstrap interval, the permutation p), Holm-adjusted across the designs compared with the base;
+``--also`` adds the same against a second base in a column of its own. A difference is real when its interval
 excludes 0 and its adjusted p is under 0.05, as in `lab compare`.
 """
 
@@ -35,8 +36,11 @@ def per_question_s(run) -> float:
 
 
 def llm_calls(run) -> float:
+    """LLM calls per question, made or served from the cache; document summaries are made once
+    per document while the index is built, not per question, and are left out."""
     usage = run.results.get("llm_usage") or {}
-    calls = sum(v.get("calls", 0) + v.get("cached", 0) for v in usage.values() if isinstance(v, dict))
+    calls = sum(v.get("calls", 0) + v.get("cached", 0) for role, v in usage.items()
+                if isinstance(v, dict) and role != "summary")
     return calls / max(len(run.samples), 1)
 
 
