@@ -18,13 +18,13 @@ from pydantic import ValidationError
 from lab.config import HeadersConfig, SummaryConfig, load_experiment
 from lab.config import SentenceWindowChunker
 from lab.errors import ConfigError
-from lab.rag.chunkers import (add_headers, build_chunker, first_heading, header_text, matched_text, send_headers,
-                              send_windows, sent_header)
+from lab.rag.chunkers import add_headers, build_chunker, first_heading, header_text, matched_text
 from lab.rag.index import TABLE, index_key, open_or_build
 from lab.rag.summaries import DocumentSummarizer, clean_summary
 from lab.metrics.spans import span_scores
-from lab.rag.postprocess import (PARTS, DocBoostReranker, DocTypeFilter, build_chain, doc_boost, merge_by_document,
-                                   named_doc_types, sent_spans)
+from lab.rag.documents import DocBoostReranker, DocTypeFilter, doc_boost, named_doc_types
+from lab.rag.postprocess import build_chain
+from lab.rag.sent import PARTS, merge_by_document, send_headers, send_windows, sent_header, sent_spans
 from runs import ROOT, lab, latest, load, page_text
 
 FIX = ROOT / "tests" / "fixtures"

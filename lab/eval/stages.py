@@ -30,7 +30,8 @@ from lab.progress import progress, run_all
 from lab.rag import ann as ann_index
 from lab.rag.generation import LabSynthesizer
 from lab.rag.pipeline import Pipeline
-from lab.rag.postprocess import score_float, sent_spans
+from lab.rag.postprocess import score_float
+from lab.rag.sent import sent_spans
 from lab.rag.semantic_cache import nodes_by_ids, open_semantic_cache
 
 

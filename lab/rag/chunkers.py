@@ -9,7 +9,7 @@ Contextual chunk headers (``headers:``, :func:`add_headers`): each node gets a `
 metadata entry naming its document, which :func:`matched_text` puts before the node's text where
 it is matched (the embedded text, the BM25 column); the node's own text, which metrics score and
 the answer's context sends, is unchanged. Sentence windows (``sentence_window``): sentences are
-the nodes, and :func:`send_windows` turns each into its window, text and offsets, once ranked.
+the nodes, and :func:`lab.rag.sent.send_windows` turns each into its window, text and offsets, once ranked.
 """
 
 from __future__ import annotations
@@ -305,27 +305,6 @@ def _parent_child(cfg: ParentChildChunker, embed_model: Any) -> NodeParser:
                                  include_prev_next_rel=False)
 
 
-def send_windows(nodes: Sequence[Any]) -> list[Any]:
-    """Small-to-big, at the end of the second stage: each sentence-window or child node's text
-    becomes its window or parent (LlamaIndex's ``MetadataReplacementPostProcessor``) and its offsets
-    the window's, so that the answer's context, the metrics and the context size all read what is
-    sent; children of one parent send it once, at the best child's rank. Other nodes pass."""
-    from llama_index.core.postprocessor import MetadataReplacementPostProcessor
-
-    out = MetadataReplacementPostProcessor(target_metadata_key=WINDOW).postprocess_nodes(list(nodes))
-    sent, seen = [], set()
-    for n in out:
-        meta = n.node.metadata
-        if WINDOW_START in meta:
-            n.node.start_char_idx, n.node.end_char_idx = meta[WINDOW_START], meta[WINDOW_END]
-        if PARENT in meta:
-            if meta[PARENT] in seen:
-                continue
-            seen.add(meta[PARENT])
-        sent.append(n)
-    return sent
-
-
 def build_chunker(cfg: ChunkerConfig, embed_model: Any) -> NodeParser:
     return CHUNKERS.get(cfg.name, where="chunker.name")(cfg, embed_model)
 
@@ -370,35 +349,6 @@ def add_headers(nodes: Sequence[BaseNode], documents: Sequence[BaseNode], cfg: H
         for hidden in (node.excluded_embed_metadata_keys, node.excluded_llm_metadata_keys):
             if "header" not in hidden:
                 hidden.append("header")
-
-
-def sent_header(header: str, cfg: HeadersConfig) -> str:
-    """What of a chunk's header is sent with it (``headers.send``): its line, without the
-    summary, which a model wrote. A header of one line is the line, except where summary is the
-    only field (a header's line is empty only when every part is: never with ``name``)."""
-    if "summary" not in cfg.fields:
-        return header
-    if cfg.fields == ["summary"]:
-        return ""
-    return header.split("\n", 1)[0]
-
-
-def send_headers(nodes: Sequence[Any], cfg: HeadersConfig) -> list[Any]:
-    """``headers.send``, at the end of the second stage: each node leaves as a copy whose text is
-    its header's line over its own text (offsets unchanged: the line is in no source), so the
-    answer's context, the keyword metrics and the context size read it."""
-    from llama_index.core.schema import NodeWithScore
-
-    out = []
-    for n in nodes:
-        line = sent_header(n.node.metadata.get("header", ""), cfg)
-        if not line:
-            out.append(n)
-            continue
-        node = n.node.model_copy()
-        node.set_content(f"{line}\n\n{n.node.get_content()}")
-        out.append(NodeWithScore(node=node, score=n.score))
-    return out
 
 
 def matched_text(node: BaseNode, mode: MetadataMode = MetadataMode.EMBED) -> str:

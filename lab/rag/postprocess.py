@@ -8,8 +8,8 @@ call :meth:`Chain.apply`, so they rank alike by construction.
   ``flag_embedding`` (LlamaIndex ``FlagEmbeddingReranker``, bge-reranker models),
   ``sentence_transformer`` (LlamaIndex ``SentenceTransformerRerank``, ms-marco cross-encoders),
   ``llm_pointwise`` (a local LLM, :mod:`lab.rag.llm_reranker`), ``keyword_overlap``
-  (:class:`KeywordOverlapReranker`, no model) and ``doc_boost`` (:class:`DocBoostReranker`,
-  document-level evidence, no model);
+  (:class:`KeywordOverlapReranker`, no model), ``doc_boost`` and ``doc_type_filter``
+  (document-level signals, no model: :mod:`lab.rag.documents`);
 - :class:`AutoActivatedReranker`, a policy that runs a reranker only when the first stage looks
   unsure; :class:`KeepFirst`, the candidate cut;
 - :func:`low_confidence`, the guardrail for questions retrieval cannot answer.
@@ -35,7 +35,8 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from lab.config import ExperimentConfig, GuardrailConfig, HeadersConfig, MergeConfig, RerankerConfig
 from lab.errors import LabError
 from lab.models.resolve import ResolvedModel, resolve_gguf, resolve_hf_model
-from lab.rag.chunkers import send_headers, send_windows
+from lab.rag.sent import merge_by_document, send_headers, send_windows
+from lab.rag.documents import DocBoostReranker, DocTypeFilter
 from lab.rag.llm_reranker import LlamaCppRelevanceScorer, LLMPointwiseReranker
 from lab.rag.retrievers import hide_from_models
 from lab.registry import Registry
@@ -85,82 +86,6 @@ class KeywordOverlapReranker(BaseNodePostprocessor):
             scored.append(NodeWithScore(node=n.node, score=final))
         scored.sort(key=lambda x: -x.score)
         return [n for n in scored if n.score >= self.min_score][: self.top_n]
-
-
-def doc_boost(scores: Sequence[float], docs: Sequence[str], weight: float, aggregate: str
-              ) -> list[tuple[float, float]]:
-    """(normalised score, document boost) of each candidate, from their first-stage ``scores`` and
-    documents ``docs``; the final score is their sum. ``n`` is min-max normalised over the
-    candidates (all 1.0 when they are equal), ``D(d)`` is the ``aggregate`` (sum, max or mean) of
-    ``n`` over the candidates of document d, and the boost is ``weight * D(doc) / max D``."""
-    lo, hi = (min(scores), max(scores)) if scores else (0.0, 0.0)
-    norm = [1.0 if hi == lo else (s - lo) / (hi - lo) for s in scores]
-    per_doc: dict[str, list[float]] = {}
-    for n, d in zip(norm, docs):
-        per_doc.setdefault(d, []).append(n)
-    agg = {"sum": sum, "max": max, "mean": statistics.fmean}[aggregate]
-    doc_score = {d: agg(v) for d, v in per_doc.items()}
-    top = max(doc_score.values(), default=0.0)
-    return [(n, weight * doc_score[d] / top if top > 0 else 0.0) for n, d in zip(norm, docs)]
-
-
-class DocBoostReranker(BaseNodePostprocessor):
-    """Reorders the candidates by :func:`doc_boost` (ties keep the first stage's order) and keeps
-    ``top_n``; each node records its document's boost in ``lab_doc_boost``."""
-
-    weight: float = Field(default=0.5)
-    aggregate: str = Field(default="sum")
-    top_n: int = Field(default=4)
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "DocBoostReranker"
-
-    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
-                           ) -> list[NodeWithScore]:
-        parts = doc_boost([float(n.score or 0.0) for n in nodes],
-                          [n.node.metadata.get("source", n.node.node_id) for n in nodes], self.weight, self.aggregate)
-        order = sorted(range(len(nodes)), key=lambda i: -sum(parts[i]))  # stable: ties keep first-stage order
-        out = []
-        for i in order[: self.top_n]:
-            node = nodes[i].node
-            node.metadata["lab_doc_boost"] = parts[i][1]
-            hide_from_models(node, "lab_doc_boost")
-            out.append(NodeWithScore(node=node, score=sum(parts[i])))
-        return out
-
-
-def named_doc_types(question: str, doc_types: Sequence[str]) -> set[str]:
-    """The document types (folder names) a question names, as a word in the singular or plural
-    ("contract" and "Contracts" both name ``contracts``; "contractor" names nothing)."""
-    found = set(_WORD.findall(question.lower()))
-    named = set()
-    for t in doc_types:
-        base = t.lower()
-        forms = {base, base[:-1] if base.endswith("s") else base + "s"}
-        if base.endswith("ies"):
-            forms.add(base[:-3] + "y")
-        if found & forms:
-            named.add(t)
-    return named
-
-
-class DocTypeFilter(BaseNodePostprocessor):
-    """Keeps the candidates whose ``doc_type`` the question names (:func:`named_doc_types`), in
-    their order, then the best ``top_n``; a question naming no type a candidate has keeps all."""
-
-    top_n: int = Field(default=4)
-
-    @classmethod
-    def class_name(cls) -> str:
-        return "DocTypeFilter"
-
-    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
-                           ) -> list[NodeWithScore]:
-        types = {n.node.metadata.get("doc_type", "") for n in nodes} - {""}
-        named = named_doc_types(query_bundle.query_str if query_bundle else "", sorted(types))
-        kept = [n for n in nodes if n.node.metadata.get("doc_type") in named] if named else list(nodes)
-        return kept[: self.top_n]
 
 
 def activation(question: str, scores: Sequence[float], min_query_tokens: int, max_top_score: float,
@@ -370,9 +295,9 @@ class Chain:
     def apply(self, first: list[NodeWithScore], query_bundle: QueryBundle, rank_suppressed: bool = True) -> Ranked:
         """Rank one question. The guard judges the first-stage scores; ``rank_suppressed`` False
         skips reranking a question the guard suppresses (the query engine sends it nothing).
-        Sentence-window nodes leave as their windows (:func:`lab.rag.chunkers.send_windows`), and
-        merged by document with ``merge`` (:func:`merge_by_document`), and with ``headers.send``
-        under their header's line (:func:`lab.rag.chunkers.send_headers`)."""
+        Sentence-window nodes leave as their windows (:func:`lab.rag.sent.send_windows`), and
+        merged by document with ``merge`` (:func:`lab.rag.sent.merge_by_document`), and with
+        ``headers.send`` under their header's line (:func:`lab.rag.sent.send_headers`)."""
         g = self.guardrail
         low = None if g is None else low_confidence([score_float(n.score) or 0.0 for n in first], g.min_top_score)
         suppress = bool(low) and g is not None and g.suppress_generation
@@ -389,67 +314,6 @@ class Chain:
         if self.merge is not None:
             sent = merge_by_document(sent, self.merge.joiner)
         return send_headers(sent, self.headers) if self.headers is not None else sent
-
-
-#: Metadata of a merged passage: the ``[start, end]`` source offsets of its pieces, for span metrics.
-PARTS = "lab_parts"
-
-
-def merge_by_document(nodes: Sequence[NodeWithScore], joiner: str = "\n\n") -> list[NodeWithScore]:
-    """``merge: {by: document}``: the chunks of one document leave as one passage, at its best
-    chunk's rank, with that chunk's id and score. Its pieces are the chunks in document order;
-    a chunk that overlaps or touches the piece before it (by offsets, where its text spans them
-    exactly) extends it without repeating the shared characters; others start a new piece, after
-    ``joiner``. The passage's offsets run from its first piece's start to its last piece's end,
-    and ``metadata[PARTS]`` holds each piece's, so span metrics count what was sent. A document
-    with one chunk passes unchanged; the retrieved nodes are left as they were (copies leave)."""
-    groups: dict[str, list[NodeWithScore]] = {}
-    for n in nodes:
-        groups.setdefault(str(n.node.metadata.get("source", n.node.node_id)), []).append(n)
-    out = []
-    for group in groups.values():
-        best = group[0]
-        if len(group) == 1:
-            out.append(best)
-            continue
-        exact = [(n.node.start_char_idx, n.node.end_char_idx, n.node.get_content()) for n in group]
-        located = all(s is not None and e is not None and e - s == len(t) for s, e, t in exact)
-        if located:
-            exact.sort(key=lambda p: p[0])
-        pieces: list[list] = []  # [start, end, text]
-        for start, end, text in exact:
-            last = pieces[-1] if pieces else None
-            if located and last is not None and start <= last[1]:
-                if end > last[1]:
-                    last[2] += text[last[1] - start:]
-                    last[1] = end
-                continue
-            pieces.append([start, end, text])
-        node = best.node.model_copy()
-        node.metadata = {**best.node.metadata, PARTS: [[p[0], p[1]] for p in pieces] if located else None}
-        node.excluded_llm_metadata_keys = list(best.node.excluded_llm_metadata_keys)
-        node.excluded_embed_metadata_keys = list(best.node.excluded_embed_metadata_keys)
-        hide_from_models(node, PARTS)
-        node.set_content(joiner.join(p[2] for p in pieces))
-        node.start_char_idx = pieces[0][0] if located else None
-        node.end_char_idx = pieces[-1][1] if located else None
-        out.append(NodeWithScore(node=node, score=best.score))
-    return out
-
-
-def sent_spans(nodes: Sequence[NodeWithScore], texts: Sequence[str]) -> list[tuple]:
-    """``(source, start, end, length)`` of what each sent node covers in its source, for span
-    metrics: a merged passage's pieces one by one, other nodes' offsets (``length``, their text's,
-    counts where offsets are unknown)."""
-    out = []
-    for n, t in zip(nodes, texts):
-        source = n.node.metadata.get("source")
-        parts = n.node.metadata.get(PARTS)
-        if parts:
-            out += [(source, s, e, e - s) for s, e in parts]
-        else:
-            out.append((source, n.node.start_char_idx, n.node.end_char_idx, len(t)))
-    return out
 
 
 class ChainPostprocessor(BaseNodePostprocessor):
