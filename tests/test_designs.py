@@ -492,6 +492,33 @@ def test_sentence_window_run_scores_and_counts_the_windows(project):
     assert f2["metrics"]["span_recall"] == 1.0
 
 
+DESIGNS = ["headers", "bm25-headers", "hybrid-headers", "headers-summary", "bm25-headers-summary",
+           "hybrid-headers-summary", "hybrid-headers-sent", "doc-merge", "hybrid-headers-merged",
+           "hybrid-headers-summary-merged", "doc-boost", "hybrid-headers-boost", "hybrid-headers-filter",
+           "sentence-window", "parent-child", "multi-query", "hyde", "condense"]
+
+
+@pytest.mark.parametrize("name", DESIGNS)
+def test_every_design_config_validates_and_resolves_its_models(name):
+    """What `lab validate NAME` checks, for each design config, without loading a model: the
+    config, its prompts, and every model it names (the LLMs of summaries and rewrites included)."""
+    from lab.rag.pipeline import resolve_models
+
+    cfg = load_experiment(name, ROOT / "experiments")
+    plans = resolve_models(cfg, ROOT)
+    assert (plans.summary is not None) == ("summary" in name)
+    assert (plans.query is not None) == (cfg.query is not None)
+    assert plans.embedding.name == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def test_the_design_list_is_every_design_config():
+    designs = {p.stem for p in (ROOT / "experiments").glob("*.yaml")
+               if (c := load_experiment(p.stem, ROOT / "experiments")).headers or c.merge or c.query
+               or (c.reranker and c.reranker.name in ("doc_boost", "doc_type_filter"))
+               or c.chunker.name in ("sentence_window", "parent_child")}
+    assert designs == set(DESIGNS)
+
+
 @pytest.mark.parametrize("name", ["headers", "bm25-headers", "hybrid-headers", "hybrid-headers-sent", "hybrid-headers-merged",
                                   "doc-merge", "doc-boost", "hybrid-headers-boost",
                                   "hybrid-headers-filter", "sentence-window", "parent-child", "condense",
@@ -499,7 +526,8 @@ def test_sentence_window_run_scores_and_counts_the_windows(project):
                                   pytest.param("hyde", marks=pytest.mark.slow),
                                   pytest.param("headers-summary", marks=pytest.mark.slow),  # Qwen: 4 summaries
                                   pytest.param("bm25-headers-summary", marks=pytest.mark.slow),
-                                  pytest.param("hybrid-headers-summary", marks=pytest.mark.slow)])
+                                  pytest.param("hybrid-headers-summary", marks=pytest.mark.slow),
+                                  pytest.param("hybrid-headers-summary-merged", marks=pytest.mark.slow)])
 def test_shipped_design_configs_run_retrieval_only(project, name):
     """Each shipped design config validates and runs retrieval-only (here on the fixture's documents)."""
     cfg = load_experiment(name, ROOT / "experiments")
