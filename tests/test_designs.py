@@ -494,7 +494,8 @@ def test_sentence_window_run_scores_and_counts_the_windows(project):
 
 DESIGNS = ["headers", "bm25-headers", "hybrid-headers", "headers-summary", "bm25-headers-summary",
            "hybrid-headers-summary", "hybrid-headers-sent", "doc-merge", "hybrid-headers-merged",
-           "hybrid-headers-summary-merged", "doc-boost", "hybrid-headers-boost", "hybrid-headers-filter",
+           "hybrid-headers-merged-unsent", "hybrid-headers-summary-merged", "doc-boost", "hybrid-headers-boost",
+           "hybrid-headers-filter",
            "sentence-window", "parent-child", "multi-query", "hyde", "condense"]
 
 
@@ -520,7 +521,7 @@ def test_the_design_list_is_every_design_config():
 
 
 @pytest.mark.parametrize("name", ["headers", "bm25-headers", "hybrid-headers", "hybrid-headers-sent", "hybrid-headers-merged",
-                                  "doc-merge", "doc-boost", "hybrid-headers-boost",
+                                  "hybrid-headers-merged-unsent", "doc-merge", "doc-boost", "hybrid-headers-boost",
                                   "hybrid-headers-filter", "sentence-window", "parent-child", "condense",
                                   pytest.param("multi-query", marks=pytest.mark.slow),  # Qwen: ~1 min
                                   pytest.param("hyde", marks=pytest.mark.slow),
