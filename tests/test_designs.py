@@ -717,6 +717,28 @@ def test_split_eval_writes_the_halves_a_sweep_uses(tmp_path):
     assert bad.returncode == 2 and "does not exist" in bad.stderr and not (tmp_path / "x").exists()
 
 
+def test_formats_configs_put_each_design_over_the_formats_knowledge_base(tmp_path):
+    import subprocess
+    import sys
+
+    out = tmp_path / "fmt"
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "formats_configs.py"), "--out", str(out),
+                        "hybrid", "hybrid-headers-merged"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == f"2 configs in {out}: fmt-hybrid, fmt-hybrid-headers-merged"
+    cfg = load_experiment("fmt-hybrid-headers-merged", out)
+    design, formats = load_experiment("hybrid-headers-merged", ROOT / "experiments"), load_experiment(
+        "formats-mixed", ROOT / "experiments")
+    assert cfg.data.knowledge_base == str(ROOT / "knowledge-base-formats")
+    assert cfg.loader.extensions == formats.loader.extensions and ".pdf" in cfg.loader.extensions
+    # everything else is the design's: retriever, headers (sent), merge
+    for section in ("chunker", "headers", "retriever", "merge", "embedding"):
+        assert getattr(cfg, section) == getattr(design, section), section
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "formats_configs.py"), "--out", str(tmp_path / "x"),
+                          "hybrid", "hybird"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "hybird" in bad.stderr and not (tmp_path / "x").exists()
+
+
 @pytest.mark.slow
 def test_a_semantic_cache_does_not_serve_plain_retrievals_to_a_rewriting_config(project):
     """The semantic cache's scope covers the query section where there is one: a config that

@@ -1,0 +1,66 @@
+"""Each retrieval design over the formats knowledge base: a folder of experiment configs in which
+``fmt-NAME`` extends ``NAME`` with ``formats-mixed``'s data and loader (PDF, DOCX, HTML and markdown),
+beside copies of every config of ``--experiments``, so that ``extends`` resolves there.
+
+    python scripts/formats_configs.py --out reports/_designs/fmt-experiments hybrid hybrid-headers-merged
+    lab run fmt-hybrid --experiments reports/_designs/fmt-experiments --retrieval-only --reports reports/_designs/fmt
+
+The knowledge base's path is written absolute, so the configs run from any folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from lab.config import load_experiment  # noqa: E402
+from lab.errors import LabError  # noqa: E402
+
+
+def write_configs(names: list[str], experiments: Path, out: Path, source: str = "formats-mixed") -> list[Path]:
+    """Copies of every config of ``experiments`` into ``out``, and ``fmt-NAME.yaml`` for each name: NAME
+    with the data and loader sections of ``source`` (its knowledge base made absolute). Returns the new
+    files; a name that is not a config of ``experiments`` raises LabError before anything is written."""
+    fmt = load_experiment(source, experiments)
+    for name in names:
+        load_experiment(name, experiments)  # an unknown name fails here, with the names available
+    out.mkdir(parents=True, exist_ok=True)
+    for path in experiments.glob("*.yaml"):
+        shutil.copyfile(path, out / path.name)
+    kb = (ROOT / fmt.data.knowledge_base).resolve()
+    written = []
+    for name in names:
+        body = {"schema_version": 1, "extends": name,
+                "description": f"{name} over the formats knowledge base ({source}'s loader)",
+                "data": {"knowledge_base": str(kb)},
+                "loader": {"extensions": list(fmt.loader.extensions)}}
+        path = out / f"fmt-{name}.yaml"
+        path.write_text(yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", type=Path, required=True, help="folder of configs to write")
+    ap.add_argument("--experiments", type=Path, default=ROOT / "experiments")
+    ap.add_argument("names", nargs="+", help="designs to run over the formats knowledge base")
+    args = ap.parse_args()
+    try:
+        written = write_configs(args.names, args.experiments, args.out)
+    except LabError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"{len(written)} configs in {args.out}: " + ", ".join(p.stem for p in written))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
