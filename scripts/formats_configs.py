@@ -5,7 +5,8 @@ beside copies of every config of ``--experiments``, so that ``extends`` resolves
     python scripts/formats_configs.py --out reports/_designs/fmt-experiments hybrid hybrid-headers-merged
     lab run fmt-hybrid --experiments reports/_designs/fmt-experiments --retrieval-only --reports reports/_designs/fmt
 
-The knowledge base's path is written absolute, so the configs run from any folder.
+The knowledge base's and the eval set's paths are written absolute: a config's relative paths are
+read from its own folder's parent.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from lab.errors import LabError  # noqa: E402
 
 def write_configs(names: list[str], experiments: Path, out: Path, source: str = "formats-mixed") -> list[Path]:
     """Copies of every config of ``experiments`` into ``out``, and ``fmt-NAME.yaml`` for each name: NAME
-    with the data and loader sections of ``source`` (its knowledge base made absolute). Returns the new
+    with the data and loader sections of ``source`` (its paths made absolute). Returns the new
     files; a name that is not a config of ``experiments`` raises LabError before anything is written."""
     fmt = load_experiment(source, experiments)
     for name in names:
@@ -34,12 +35,13 @@ def write_configs(names: list[str], experiments: Path, out: Path, source: str = 
     out.mkdir(parents=True, exist_ok=True)
     for path in experiments.glob("*.yaml"):
         shutil.copyfile(path, out / path.name)
-    kb = (ROOT / fmt.data.knowledge_base).resolve()
+    data = {"knowledge_base": str((ROOT / fmt.data.knowledge_base).resolve()),
+            "eval_set": str((ROOT / fmt.data.eval_set).resolve())}  # relative paths would follow the folder
     written = []
     for name in names:
         body = {"schema_version": 1, "extends": name,
                 "description": f"{name} over the formats knowledge base ({source}'s loader)",
-                "data": {"knowledge_base": str(kb)},
+                "data": data,
                 "loader": {"extensions": list(fmt.loader.extensions)}}
         path = out / f"fmt-{name}.yaml"
         path.write_text(yaml.safe_dump(body, sort_keys=False), encoding="utf-8")

@@ -730,6 +730,7 @@ def test_formats_configs_put_each_design_over_the_formats_knowledge_base(tmp_pat
     design, formats = load_experiment("hybrid-headers-merged", ROOT / "experiments"), load_experiment(
         "formats-mixed", ROOT / "experiments")
     assert cfg.data.knowledge_base == str(ROOT / "knowledge-base-formats")
+    assert cfg.data.eval_set == str(ROOT / formats.data.eval_set) and Path(cfg.data.eval_set).is_file()
     assert cfg.loader.extensions == formats.loader.extensions and ".pdf" in cfg.loader.extensions
     # everything else is the design's: retriever, headers (sent), merge
     for section in ("chunker", "headers", "retriever", "merge", "embedding"):
