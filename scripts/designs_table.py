@@ -4,8 +4,8 @@
 
 For each named experiment, its latest run under ``--reports``: MRR, nDCG, span recall and IoU
 (where the eval set has spans), passages sent per question (fewer where chunks of one document
-leave as one), context characters sent per question (the mean and the largest), milliseconds per question
-(question embedding, search and second stage) and LLM calls per question (served from the cache
+leave as one), context characters sent per question (the mean and the largest), milliseconds per
+question (question embedding, search and second stage) and LLM calls per question (served from the cache
 or not; document summaries, made once per document, are not per question); then MRR against
 ``--base`` on the same questions (lab.report.stats.paired: the mean per-question delta, its
 bootstrap interval, the permutation p), Holm-adjusted across the designs compared with the base;
@@ -83,7 +83,8 @@ def main() -> int:
                             verdicts(also, [r for r in runs if r is not also], short=True))) if also else {}
     spans = any(mean(r, "span_recall") is not None for r in runs)
     head = ["design", "MRR", "nDCG"] + (["span recall", "span IoU"] if spans else []) + [
-        "passages / q", "context chars (mean / max)", "ms / question", "LLM calls / q", f"MRR vs {base.label} (95% CI, p adj.)"] + (
+        "passages / q", "context chars (mean / max)", "ms / question", "LLM calls / q",
+        f"MRR vs {base.label} (95% CI, p adj.)"] + (
         [f"MRR vs {also.label}"] if also else [])
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
@@ -92,7 +93,8 @@ def main() -> int:
         if spans:
             cells += [f"{mean(r, m):.3f}" if mean(r, m) is not None else "-" for m in ("span_recall", "span_iou")]
         chars = r.values("context_chars").values()
-        cells += [f"{passages(r):.2f}", f"{mean(r, 'context_chars'):,.0f} / {max(chars):,.0f}", f"{1000 * per_question_s(r):.1f}", f"{llm_calls(r):.3g}"]
+        cells += [f"{passages(r):.2f}", f"{mean(r, 'context_chars'):,.0f} / {max(chars):,.0f}",
+                  f"{1000 * per_question_s(r):.1f}", f"{llm_calls(r):.3g}"]
         cells.append("(base)" if i == 0 else against_base[i - 1])
         if also:
             cells.append("(base)" if r is also else against_also[r.label])
