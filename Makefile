@@ -161,7 +161,7 @@ $(STAMP313): pyproject.toml Makefile $(LOCK313) | $(UV)
 test-py313: $(STAMP313) ## the fast tests on Python 3.13 in .venv313 (not slow, not browser)
 	$(PY313) -m pytest -q -m "not slow and not browser" $(PYTEST_ARGS)
 
-screenshots: $(STAMP) browser ## PNGs of the latest report of NAME and of the comparison of NAMES into docs/
+screenshots: $(STAMP) browser ## PNGs of the latest report of NAME and of the comparison of NAMES into docs/img/
 	$(PY) tests/pages.py --run $(NAME) --compare $(NAMES)
 
 bench: $(STAMP) ## index/retrieval/splitter speed as ratios over the raw libraries; chunking time against size

@@ -19,7 +19,7 @@ seconds, bytes the index adds on disk, peak RSS, single-query p50/p95 (after war
 per query in batches, recall@10 for both. Writes DIR/scale.json, DIR/scale.png (p50 against
 recall@10, one panel per size, one line per index and refine factor) and prints a table.
 ``--merge A.json B.json --out DIR`` joins earlier runs (10^5 now, 10^6 when the machine is free)
-without measuring anything; the README's figures are docs/scale-ann.json and docs/scale-ann.png,
+without measuring anything; the docs' figures are docs/scale-ann.json and docs/img/scale-ann.png,
 and /work/notes/scale.md has the command lines that made them. The real vectors are cached in
 ``--data`` (with the rate measured when they were computed).
 

@@ -1,6 +1,6 @@
 """Headless Chromium for the report pages: the browser tests use it, and so does
 ``make screenshots`` (``python tests/pages.py --run turn13 --compare turn13 turn18 turn22-offline``),
-which writes the PNGs under ``docs/`` that the README shows.
+which writes the PNGs under ``docs/img/`` that the docs site shows.
 
 Debian's chromium (``make browser`` installs it), driven by Playwright; Playwright downloads
 nothing. The flags keep Chromium off the network (this machine has none to offer).
@@ -66,7 +66,7 @@ def shoot(page: Page, out: Path, selector: str | None = None, height: int = 1800
 
 
 def screenshots(run_dir: Path, compare_html: Path, out: Path, b=None) -> list[Path]:
-    """The README's pictures: a run report (top, and one question opened) and a comparison
+    """The docs' pictures: a run report (top, and one question opened) and a comparison
     (top, and the paired statistics). Uses browser ``b``, or starts one."""
     if b is None:
         with browser() as b:
@@ -102,11 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     from lab.report.compare import default_folder, load_runs, render_compare
     from lab.paths import resolve_run
 
-    ap = argparse.ArgumentParser(description="PNG screenshots of a run report and a comparison, for docs/")
+    ap = argparse.ArgumentParser(description="PNG screenshots of a run report and a comparison, for docs/img/")
     ap.add_argument("--run", required=True, help="experiment NAME or run folder for the run report")
     ap.add_argument("--compare", nargs="+", required=True, help="runs to compare (NAMEs or folders)")
     ap.add_argument("--reports", type=Path, default=Path("reports"))
-    ap.add_argument("--out", type=Path, default=Path("docs"))
+    ap.add_argument("--out", type=Path, default=Path("docs") / "img")
     ap.add_argument("--judged", help="a judged run (NAME or folder): also its judge checks and labelling controls")
     args = ap.parse_args(argv)
     if args.judged:
