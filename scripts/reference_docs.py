@@ -163,11 +163,14 @@ class _Writer:
         self.out.append(f"| `{key}` | {_cell(kind)} | {_cell(_value(default))} | {_cell(_prose(field.description or ''))} |")
 
     def table(self, prefix: str, anchor: str, model: type[BaseModel], instance: BaseModel | None,
-              skip_sections: bool = False) -> list[tuple]:
-        """The key table of ``model``; returns the nested sections to write after it."""
+              skip_sections: bool = False, kind: bool = False) -> list[tuple]:
+        """The key table of ``model`` (a ``kind``'s name first); returns the nested sections to
+        write after it."""
         self.out += _doc(model) + ["| key | type | default | description |", "|---|---|---|---|"]
         nested = []
-        fields = sorted(model.model_fields.items(), key=lambda item: item[0] != "name")  # a kind's name first
+        fields = list(model.model_fields.items())
+        if kind:
+            fields.sort(key=lambda item: item[0] != "name")
         for name, field in fields:
             key = f"{prefix}.{name}" if prefix else name
             default = _default(field, instance, name)
@@ -206,7 +209,7 @@ class _Writer:
                 kind = _kind_name(m)
                 self.out += [f"{'#' * level} `{key}`: `{kind}` {{#{_anchor(anchor, kind)}}}", ""]
                 instance = default if type(default) is m else None
-                inner += self.table(key, _anchor(anchor, kind), m, instance)
+                inner += self.table(key, _anchor(anchor, kind), m, instance, kind=True)
             self.sections(inner, level)
 
 

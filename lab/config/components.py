@@ -4,27 +4,45 @@ schema: one namespace."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class Strict(BaseModel):
-    """The base of every config section: unknown keys are errors."""
+    """The base of every config section: unknown keys are errors. A field's description is the
+    docstring under it (or its ``Field(description=...)``); the config reference
+    (``docs/reference/config.md``) is generated from them."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 class LoaderConfig(Strict):
+    """How documents are read from the knowledge-base folder, sorted by path. A symbolic link is
+    followed only when it resolves inside the folder; every file skipped is listed with its reason
+    in the results and the report."""
+
     name: Literal["folder"] = "folder"
+    """The loader: ``folder``, every file under the knowledge base with one of the extensions."""
     extensions: list[str] = Field(default_factory=lambda: [".md", ".txt"])
-    max_file_bytes: int = Field(5_000_000, gt=0, description="Larger files are an error.")
+    """File extensions loaded (case-insensitive). Text files are read as UTF-8; ``.pdf``, ``.docx``,
+    ``.html`` and ``.htm`` go through their readers (an encrypted, scanned or broken one is skipped
+    and listed). Files with other extensions are not read."""
+    max_file_bytes: int = Field(5_000_000, gt=0, description="Size limit of one file in bytes; a larger file stops "
+                                "the run with its name (split it, or raise the limit).")
     include_hidden: bool | None = Field(
-        None, description="Load dot-files and dot-folders (.git/, .obsidian/, .notes.md); by default they are "
-        "skipped and listed as skipped.")
+        None, description="Load dot-files and dot-folders (.git/, .obsidian/, .notes.md); by default (null or false) "
+        "they are skipped and listed as skipped. Links leaving the knowledge base are never followed.")
 
 
-class _CharacterChunker(Strict):
+class ChunkerBase(Strict):
+    """The base of every chunker's config. ``sends_windows``: True when what is matched is not what
+    is sent (a found node stands for its window or parent: :mod:`lab.rag.sent`)."""
+
+    sends_windows: ClassVar[bool] = False
+
+
+class _CharacterChunker(ChunkerBase):
     """Chunkers sized in characters (their ``chunk_size`` and ``chunk_overlap`` fields): the overlap
     must be smaller than the chunk (LangChain's rule)."""
 
@@ -40,24 +58,36 @@ class RecursiveCharacterChunker(_CharacterChunker):
     """LangChain's RecursiveCharacterTextSplitter: sizes in characters."""
 
     name: Literal["recursive_character"]
+    """Picks this chunker."""
     chunk_size: int = Field(1000, gt=0)
+    """Largest chunk, in characters."""
     chunk_overlap: int = Field(200, ge=0)
+    """Characters shared by consecutive chunks; smaller than ``chunk_size``."""
     separators: list[str] | None = None
+    """Where to cut, tried in order; null: LangChain's ``["\\n\\n", "\\n", " ", ""]`` (paragraphs, lines,
+    words, characters)."""
 
 
-class SemanticChunker(Strict):
+class SemanticChunker(ChunkerBase):
     """LlamaIndex SemanticSplitterNodeParser, with embeddings batched across documents."""
 
     name: Literal["semantic"]
+    """Picks this chunker."""
     buffer_size: int = Field(1, ge=0)
+    """Sentences on each side embedded with a sentence when comparing it to the next (1: groups of
+    three; each sentence is embedded three times)."""
     breakpoint_percentile_threshold: int = Field(95, gt=0, le=100)
+    """A chunk ends where the cosine distance between consecutive sentence groups is above this
+    percentile of all such distances in the document: higher, fewer and longer chunks."""
 
 
-class FixedTokenChunker(Strict):
+class FixedTokenChunker(ChunkerBase):
     """Windows of a fixed number of tokens (tiktoken, offline) with an overlap in tokens."""
 
     name: Literal["fixed_token"]
+    """Picks this chunker."""
     chunk_tokens: int = Field(600, gt=0)
+    """Tokens per chunk (tiktoken's ``encoding``)."""
     overlap_tokens: int = Field(90, ge=0, description="Tokens shared by consecutive chunks (90 = 15% of 600).")
     encoding: Literal["cl100k_base"] = Field("cl100k_base", description="The encoding shipped offline with llama-index-core.")
 
@@ -73,30 +103,42 @@ class PageChunker(_CharacterChunker):
     """One chunk per PDF page; other documents by the recursive character splitter."""
 
     name: Literal["page"]
+    """Picks this chunker: one chunk per PDF page (answers can cite "page N")."""
     chunk_size: int = Field(1000, gt=0, description="For documents without pages.")
     chunk_overlap: int = Field(200, ge=0, description="For documents without pages.")
 
 
-class SentenceWindowChunker(Strict):
+class SentenceWindowChunker(ChunkerBase):
     """Small-to-big: one node per sentence (LlamaIndex's SentenceWindowNodeParser), matched alone;
     what is sent, scored and counted is its window, the ``window_size`` sentences each side of it
     (the exact source text, with its offsets)."""
 
     name: Literal["sentence_window"]
+    """Picks this chunker."""
+    #: what is matched is not what is sent: each found node stands for its window (lab.rag.sent)
+    sends_windows: ClassVar[bool] = True
     window_size: int = Field(3, ge=0, description="Sentences each side of the matched one that are sent with it.")
 
 
-class ParentChildChunker(Strict):
+class ParentChildChunker(ChunkerBase):
     """Small-to-big with parents: recursive character chunks of ``parent_size`` are cut again into
     children of ``child_size``; children are embedded and matched, their parents are sent (once per
     question however many of its children were found: the auto-merging idea), with the parent's
     exact text and offsets."""
 
     name: Literal["parent_child"]
+    """Picks this chunker."""
+    #: what is matched is not what is sent: each found child stands for its parent (lab.rag.sent)
+    sends_windows: ClassVar[bool] = True
     parent_size: int = Field(2000, gt=0)
+    """Largest parent, in characters (recursive character chunks): what a found child sends."""
     parent_overlap: int = Field(0, ge=0)
+    """Characters shared by consecutive parents."""
     child_size: int = Field(400, gt=0)
+    """Largest child, in characters; smaller than ``parent_size``. Children are embedded, indexed
+    for BM25 and matched."""
     child_overlap: int = Field(0, ge=0)
+    """Characters shared by consecutive children of one parent."""
 
     @model_validator(mode="after")
     def _children_fit(self) -> "ParentChildChunker":
@@ -113,6 +155,9 @@ ChunkerConfig = Annotated[
 
 
 class EmbeddingConfig(Strict):
+    """The embedding model of chunks and questions. The model, ``embed_metadata`` and
+    ``passage_prefix`` are part of the index key; ``batch_size`` is not."""
+
     model: str = Field(
         "sentence-transformers/all-MiniLM-L6-v2",
         description="Hub name, or a local folder. Resolved offline (see lab.models.resolve).",
@@ -122,7 +167,11 @@ class EmbeddingConfig(Strict):
     )
     batch_size: int = Field(8, gt=0, description="Texts per forward pass; small batches are fastest on CPU.")
     query_prefix: str = ""
+    """Put before every question when it is embedded (E5 models expect ``query: ``); part of the
+    query caches' keys."""
     passage_prefix: str = ""
+    """Put before every chunk when it is embedded (E5 models expect ``passage: ``); part of the
+    index key."""
 
 
 #: ANN index kinds (LanceDB's vector indexes); ``auto`` picks ``AUTO_KIND`` at or above ``min_rows``.
@@ -164,6 +213,7 @@ class IndexConfig(Strict):
     """How the chunk table is searched: exhaustively (no ``ann``), or through an ANN index."""
 
     ann: AnnConfig | None = None
+    """An ANN index on the table's vectors; null: exhaustive search, and index keys as before."""
 
 
 #: The most candidates a retriever returns: beyond it, a run writes a page nobody can read, and
@@ -172,22 +222,30 @@ MAX_K = 10_000
 
 
 class VectorRetriever(Strict):
+    """Dense retrieval: the chunks whose embeddings are closest (cosine) to the question's."""
+
     name: Literal["vector"]
+    """Picks this retriever."""
     top_k: int = Field(4, gt=0, le=MAX_K)
+    """Chunks retrieved per question; above the index's size it is cut to it, with a warning."""
 
 
 class BM25Retriever(Strict):
     """BM25 through LanceDB's native full-text index over the chunks' text."""
 
     name: Literal["bm25"]
+    """Picks this retriever."""
     top_k: int = Field(4, gt=0, le=MAX_K)
+    """Chunks retrieved per question; above the index's size it is cut to it, with a warning."""
 
 
 class HybridRetriever(Strict):
     """Dense top dense_k + BM25 top sparse_k, fused, top_k kept (see lab.rag.retrievers)."""
 
     name: Literal["hybrid"]
+    """Picks this retriever."""
     top_k: int = Field(4, gt=0, le=MAX_K)
+    """Chunks kept per question after fusion."""
     dense_k: int = Field(20, gt=0, le=MAX_K, description="Candidates from the dense (vector) side.")
     sparse_k: int = Field(20, gt=0, le=MAX_K, description="Candidates from the BM25 side.")
     fusion: Literal["weighted", "rrf"] = Field(
@@ -219,20 +277,31 @@ class _RerankerBase(Strict):
 
 
 class FlagEmbeddingRerankerConfig(_RerankerBase):
+    """A cross-encoder through FlagEmbedding (the ``flag`` extra): bge-reranker models."""
+
     name: Literal["flag_embedding"]
+    """Picks this reranker."""
     model: str = "BAAI/bge-reranker-base"
+    """Hub name or local folder of the cross-encoder. No package carries bge-reranker-base's
+    weights: without the hub the run stops at start-up, saying how to supply them."""
     use_fp16: bool = False
+    """Score in half precision (faster on a GPU; on a CPU leave it off)."""
 
 
 class SentenceTransformerRerankerConfig(_RerankerBase):
+    """A cross-encoder through sentence-transformers."""
+
     name: Literal["sentence_transformer"]
+    """Picks this reranker."""
     model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
+    """Hub name or local folder of the cross-encoder."""
 
 
 class LLMPointwiseRerankerConfig(_RerankerBase):
     """A local LLM scores each (question, passage) pair: log P(yes) - log P(no)."""
 
     name: Literal["llm_pointwise"]
+    """Picks this reranker."""
     model: str = Field("qwen2.5-coder-1.5b-instruct", description="A GGUF name or path.")
     first_stage_weight: float = Field(
         0.0,
@@ -241,17 +310,24 @@ class LLMPointwiseRerankerConfig(_RerankerBase):
         "score), z-scored over the candidates of each question.",
     )
     max_passage_chars: int = Field(1500, gt=0)
+    """Characters of each passage the LLM reads (the rest is cut off for scoring only)."""
     n_ctx: int = Field(1024, gt=0)
+    """The reranker's llama.cpp context window, in tokens."""
     n_threads: int | None = None
+    """CPU threads of the reranker's llama.cpp (null: all cores)."""
 
 
 class KeywordOverlapRerankerConfig(_RerankerBase):
     """final = vector_weight * first-stage score + overlap_weight * Jaccard(question, chunk words)."""
 
     name: Literal["keyword_overlap"]
+    """Picks this reranker."""
     top_n: int = Field(5, gt=0)
+    """How many nodes the reranker keeps."""
     vector_weight: float = Field(0.7, ge=0)
+    """Weight of the first stage's score."""
     overlap_weight: float = Field(0.3, ge=0)
+    """Weight of the Jaccard overlap of the question's and the chunk's words (stop words left out)."""
     min_score: float = Field(0.3, description="Chunks scoring under this are dropped.")
 
 
@@ -262,7 +338,9 @@ class DocBoostRerankerConfig(_RerankerBase):
     come from move up; no model."""
 
     name: Literal["doc_boost"]
+    """Picks this reranker."""
     top_n: int = Field(4, gt=0)
+    """How many nodes the reranker keeps."""
     weight: float = Field(0.5, ge=0, description="0: the first stage's order; larger: the documents' weight.")
     aggregate: Literal["sum", "max", "mean"] = Field(
         "sum", description="How a document's candidates' scores make its score.")
@@ -274,7 +352,9 @@ class DocTypeFilterRerankerConfig(_RerankerBase):
     in the first stage's order; a question naming none, or none that a candidate has, keeps all."""
 
     name: Literal["doc_type_filter"]
+    """Picks this reranker."""
     top_n: int = Field(4, gt=0)
+    """How many nodes the reranker keeps."""
 
 
 RerankerConfig = Annotated[

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal, Union, get_args
 
 from pydantic import Field, model_validator
 
@@ -33,10 +33,17 @@ class LLMConfig(Strict):
     server. Keys come from the environment or a ``.env`` file, never from configs."""
 
     backend: Literal["llama_cpp", "openai", "openai_compatible"] = "llama_cpp"
-    model: str = Field("qwen2.5-coder-1.5b-instruct", description="GGUF name or path; or the remote model name.")
+    """llama_cpp: a local GGUF file in this process (JSON held to its schema by a grammar); openai:
+    OpenAI's API (the key from ``api_key_env`` or ``.env``); openai_compatible: any server that
+    speaks OpenAI's API (Ollama, vLLM, llama.cpp's server) at ``base_url``."""
+    model: str = Field("qwen2.5-coder-1.5b-instruct", description="llama_cpp: a packaged GGUF name "
+                       "(qwen2.5-coder-1.5b-instruct, sha256-verified; smollm2-135m-instruct for plumbing) or a "
+                       ".gguf path; remote backends: the model's name on the server (e.g. gpt-4.1-nano).")
     temperature: float = Field(0.0, ge=0, le=2)
+    """Sampling temperature; 0: greedy decoding. Part of each call's cache key."""
     max_tokens: int = Field(256, gt=0, description="Cap on output tokens per call.")
     seed: int = 0
+    """Sampling seed, sent with every call (part of each call's cache key); repeats use seeds 1..k."""
     n_ctx: int = Field(4096, gt=0, description="llama_cpp: context window in tokens.")
     n_threads: int | None = Field(None, gt=0, description="llama_cpp: CPU threads (default: all cores).")
     base_url: str | None = Field(None, description="openai_compatible (required) or openai: the API base URL.")
@@ -44,6 +51,7 @@ class LLMConfig(Strict):
     concurrency: int = Field(4, gt=0, description="Remote backends: requests in flight.")
     max_retries: int = Field(5, ge=0, description="Remote backends: retries with backoff on 429/5xx/timeouts.")
     timeout_s: float = Field(60.0, gt=0)
+    """Remote backends: seconds before a request times out (then it is retried)."""
     price_per_mtok: tuple[float, float] | None = Field(
         None, description="USD per million (input, output) tokens; known OpenAI models have defaults."
     )
@@ -68,6 +76,7 @@ class SummaryConfig(Strict):
     or of another index over the same documents, makes no model call)."""
 
     llm: LLMConfig = Field(default_factory=lambda: LLMConfig(max_tokens=96))
+    """The LLM that writes the summaries; its fingerprint is part of the index key."""
     prompt: str = Field("doc-summary-v1", description="A prompt file in lab/prompts (without .txt); it "
                         "fills {name} and {document}.")
     max_chars: int = Field(4000, gt=0, description="The document's first characters the LLM reads.")
@@ -111,22 +120,31 @@ class TopNContext(Strict):
     """Concatenate the top ``n`` passages (all of them when ``n`` is unset)."""
 
     name: Literal["top_n"]
+    """Picks this context builder."""
     n: int | None = Field(None, gt=0)
+    """Passages concatenated, in the final order; null: all the retrieved ones."""
 
 
 class CharBudgetContext(Strict):
     """Relevance-prioritised truncation to a character budget (see lab.rag.context)."""
 
     name: Literal["char_budget"]
+    """Picks this context builder: it trusts the (reranked) order. A first passage over the budget
+    is cut and sent alone; otherwise passages are added whole while they fit, stopping at the
+    first that does not."""
     max_chars: int = Field(5000, gt=0)
+    """The budget, in characters of passage text."""
 
 
 class TokenBudgetContext(Strict):
     """Numbered passages while they fit a token budget (tiktoken, offline)."""
 
     name: Literal["token_budget"]
+    """Picks this context builder: the same rule as char_budget, counted in tokens."""
     max_tokens: int = Field(3000, gt=0)
+    """The budget, in tokens of passage text."""
     encoding: str = "cl100k_base"
+    """The tiktoken encoding that counts them (cl100k_base ships offline)."""
 
 
 ContextConfig = Annotated[
@@ -135,8 +153,13 @@ ContextConfig = Annotated[
 
 
 class GenerationConfig(Strict):
+    """Answers: the LLM that writes them, the context it reads, and the prompt. Passages are
+    numbered with their source, so answers can cite them as ``[n]``."""
+
     llm: LLMConfig = Field(default_factory=LLMConfig)
+    """The generator."""
     context: ContextConfig = Field(default_factory=lambda: TopNContext(name="top_n"))
+    """How the final passages become the context the generator reads."""
     prompt: str = Field("answer-grounded-v1", description="A prompt file in lab/prompts (without .txt).")
     repeats: int | None = Field(
         None, ge=2, le=20, description="Answer every question this many times (seeds 1..k at the repeats' "
@@ -157,10 +180,15 @@ class QueryConfig(Strict):
       sees the question and the turns); a question without turns before it is searched as asked."""
 
     mode: Literal["multi_query", "hyde", "condense"] = "multi_query"
+    """multi_query: rewrites searched beside the question, fused by rank; hyde: the dense side
+    searches with a written answer's embedding averaged with the question's; condense: follow-ups
+    in ``lab ask`` rewritten into standalone questions (no LLM call in an evaluation). What the LLM
+    wrote is recorded per question (``query_rewrites``); its calls count under ``llm_usage.query``."""
     rewrites: int = Field(3, ge=1, le=8, description="multi_query: rewrites per question (the question is searched too).")
     prompt: str | None = Field(None, description="A prompt file in lab/prompts (without .txt); default "
                                "multi-query-v1, hyde-v1 or condense-v1.")
     llm: LLMConfig = Field(default_factory=lambda: LLMConfig(max_tokens=128))
+    """The LLM that writes the rewrites, passages or standalone questions."""
 
     @property
     def prompt_name(self) -> str:
@@ -172,7 +200,12 @@ JUDGE_METHODS = ("rubric", "rubric-expected", "per-dimension", "claims")
 
 
 class JudgeConfig(Strict):
+    """The judge: an LLM scores each answer's accuracy, completeness and relevance from 1 to 5
+    against the reference answer, and is itself checked on every run (calibration, perturbation
+    checks)."""
+
     llm: LLMConfig = Field(default_factory=lambda: LLMConfig(max_tokens=160))
+    """The judging LLM (configured apart from the generator)."""
     prompt: str = Field("judge-v1", description="A prompt file in lab/prompts (without .txt).")
     calibration: bool = Field(
         True, description="Also judge each reference answer as the answer (should score high) and "
@@ -180,10 +213,17 @@ class JudgeConfig(Strict):
     )
     max_attempts: int = Field(3, gt=0, description="Tries per judgement before it is recorded as failed.")
     method: Literal[JUDGE_METHODS] = Field(
-        "rubric-expected", description="How scores are read: rubric-expected (the default for local models: "
-        "the expected value of the prompt's score tokens, from their probabilities), rubric (the JSON reply's "
-        "digits; the default for remote models, which give no probabilities), per-dimension (one rubric per "
-        "call, expected digit) or claims (the reference's facts, yes/no each).")
+        "rubric-expected", description="How scores are read. rubric-expected (the default for a llama_cpp judge, "
+        "G-Eval): the prompt's reply, each score the expected value of its score token over 1..5 from the model's "
+        "next-token probabilities; decimal scores, no feedback sentence, three short forward passes. rubric: the "
+        "JSON reply's integer scores and one sentence of feedback, retried up to max_attempts; the default, and "
+        "the only choice, for openai and openai_compatible judges, which give no probabilities. per-dimension: "
+        "one call per dimension, each with its own rubric, scored by the expected digit. claims: the reference "
+        "split into facts once per question; completeness from P(stated) per fact, accuracy from "
+        "P(contradicts), relevance as per-dimension. The method also scores the calibration pairs and the "
+        "perturbation checks; the probability-weighted methods are deterministic, so judge.repeats repeats "
+        "only answers for them; it is part of every judgement's prompt version and cache key, so changing it "
+        "re-judges (answers stay cached), changes the config fingerprint, and lab compare names both judges.")
     checks: int | None = Field(
         None, ge=0, description="Perturbation checks: questions sampled (seeded, by category) whose reference "
         "answer is corrupted (wrong fact, partial, padded, paraphrase, refusal) and judged. null: 20; 0: off.")
@@ -203,12 +243,20 @@ class JudgeConfig(Strict):
         return self
 
 
+#: ragas' metrics the lab computes (the catalogue's ``ragas_<name>`` rows name the same four: a test checks).
+RagasMetric = Literal["faithfulness", "answer_relevancy", "context_precision", "context_recall"]
+
+
 class RagasConfig(Strict):
-    metrics: list[Literal["faithfulness", "answer_relevancy", "context_precision", "context_recall"]] = Field(
-        default_factory=lambda: ["faithfulness", "answer_relevancy", "context_precision", "context_recall"]
-    )
-    limit: int | None = Field(5, gt=0, description="Questions scored (a seeded sample); None: all.")
+    """ragas 0.4.3's metrics (the ``ragas`` extra) on a seeded sample of the questions; the report
+    says which."""
+
+    metrics: list[RagasMetric] = Field(default_factory=lambda: list(get_args(RagasMetric)))
+    """ragas' metrics computed, by the judge's LLM and the experiment's embedding model (never OpenAI's)."""
+    limit: int | None = Field(5, gt=0, description="Questions scored (a seeded sample: about 2 minutes each with "
+                              "the local 1.5B model); null: all.")
     seed: int = 13
+    """Seed of the sample."""
 
 
 SCHEMA_VERSION = 1
@@ -224,8 +272,9 @@ DEFAULT_CATEGORIES = (
 
 
 class DataConfig(Strict):
-    knowledge_base: str = Field(description="Folder of documents, relative to the project root.")
-    eval_set: str = Field(description="JSONL eval set, relative to the project root.")
+    knowledge_base: str = Field(description="Folder of documents, relative to the project root (KB= or --kb "
+                                "overrides it).")
+    eval_set: str = Field(description="JSONL eval set, relative to the project root (EVAL= or --eval overrides it).")
     labels: str | None = Field(
         None, description="CSV query_id,relevant_ids (chunk ids separated by ;) for recall@k and MRR@k.")
     categories: list[str] = Field(
@@ -235,12 +284,15 @@ class DataConfig(Strict):
 
 
 class MetricsConfig(Strict):
-    k: int = Field(10, gt=0, le=MAX_K, description="Cut-off of nDCG@k.")
+    k: int = Field(10, gt=0, le=MAX_K, description="Cut-off of nDCG@k (and of recall@k and MRR@k against labels).")
 
 
 class SampleConfig(Strict):
-    limit: int | None = Field(None, gt=0, description="Evaluate a stratified sample of this size.")
+    limit: int | None = Field(None, gt=0, description="Evaluate a sample of this many questions, stratified by "
+                              "category (LIMIT= or --limit); null: every question. Results and reports say it "
+                              "is a sample.")
     seed: int = 13
+    """Seed of the sample (SEED= or --seed)."""
 
 
 class ReportConfig(Strict):
@@ -283,7 +335,8 @@ class TrackingConfig(Strict):
     """MLflow tracking of every run of this experiment (needs the ``mlflow`` extra)."""
 
     uri: str | None = Field(
-        None, description="MLflow tracking URI (a server, or sqlite:///path.db); default: sqlite:///mlruns.db in the project root.")
+        None, description="MLflow tracking URI (a server, or sqlite:///path.db; a relative sqlite path is taken "
+        "from the project root); null: $MLFLOW_TRACKING_URI, else sqlite:///mlruns.db in the project root.")
     experiment: str | None = Field(None, description="MLflow experiment name (default: the lab experiment's name).")
 
 
@@ -295,34 +348,66 @@ class MergeConfig(Strict):
     passages, so a document's facts split over two chunks count at the better rank."""
 
     by: Literal["document"] = "document"
+    """What is merged: ``document``, a document's final chunks into one passage."""
     joiner: str = Field("\n\n", description="Between chunks of one document that do not touch.")
 
 
 class ExperimentConfig(Strict):
+    """One experiment: ``experiments/NAME.yaml``, validated with unknown keys rejected."""
+
     schema_version: Literal[1] = SCHEMA_VERSION
-    name: str = Field(description="Set from the file name.")
+    """The config format's version."""
+    name: str = Field(description="Set from the file name (experiments/NAME.yaml), whatever the file says.")
     description: str = ""
+    """What this config changes, in a line; lab list and the reports show it."""
     extends: str | None = None
+    """The experiment this one inherits from (a NAME in experiments/): its keys, with this file's merged
+    over them; a component whose name changes is replaced whole."""
     data: DataConfig
+    """What a run reads: the documents, the questions, and labelled chunk ids."""
     loader: LoaderConfig = Field(default_factory=LoaderConfig)
+    """Which files of the knowledge base are read, and how."""
     chunker: ChunkerConfig
+    """How documents are cut into chunks; part of the index key."""
     headers: HeadersConfig | None = None
+    """Contextual chunk headers: matched, never scored or sent unless headers.send. Part of the index
+    key where set (with the summary model's fingerprint; send is not)."""
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    """How chunks and questions are embedded."""
     index: IndexConfig | None = None
+    """An ANN index on the chunk table; left out, search is exhaustive."""
     retriever: RetrieverConfig
+    """The first stage: the chunks each question retrieves."""
     query: QueryConfig | None = None
+    """Query-side rewriting by an LLM before the first stage."""
     reranker: RerankerConfig | None = None
+    """The second stage: the first stage's candidates scored again, reordered and cut to top_n."""
     merge: MergeConfig | None = None
+    """A document's final chunks sent as one passage."""
     guardrail: GuardrailConfig | None = None
+    """Questions whose retrieval is too weak to answer from, flagged (and by default answered "not enough
+    information" without a model call)."""
     caches: CachesConfig | None = None
+    """Query-side caches: question embeddings (on when the section is left out) and a semantic cache of
+    retrievals; hits are counted in results.json."""
     generation: GenerationConfig | None = Field(default_factory=GenerationConfig)
+    """Answers. null, with judge and ragas null too, makes a retrieval-only run (lab run --retrieval-only)."""
     judge: JudgeConfig | None = Field(default_factory=JudgeConfig)
+    """The judge of the answers; null: answers are not judged."""
     ragas: RagasConfig | None = None
+    """ragas' metrics on a seeded sample of the questions."""
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    """Settings of the retrieval metrics."""
     sample: SampleConfig = Field(default_factory=SampleConfig)
+    """A seeded, stratified sample of the questions instead of all of them. Not part of the config
+    fingerprint."""
     report: ReportConfig = Field(default_factory=ReportConfig)
+    """How reports look; changes no number. Not part of the config fingerprint."""
     gate: GateConfig | None = None
+    """lab gate's defaults for this experiment. Not part of the config fingerprint."""
     tracking: TrackingConfig | None = None
+    """MLflow logging of every run of this experiment, as with lab run --track. Not part of the config
+    fingerprint."""
 
     @model_validator(mode="after")
     def _rerank_fits(self) -> "ExperimentConfig":

@@ -86,3 +86,11 @@ def test_every_verb_has_its_section_and_example(gen):
         assert f"## `lab {name}` {{#{name}}}" in text
         assert p.epilog.removeprefix("example: ") in text
 
+
+
+def test_every_config_key_has_a_description(gen):
+    models = gen.config_models(ExperimentConfig)
+    assert DataConfig in models and JudgeConfig in models and len(models) > 30
+    missing = [f"{m.__name__}.{name}" for m in models for name, field in m.model_fields.items()
+               if not (field.description or "").strip()]
+    assert missing == [], "fields without a description (a docstring under the field): " + ", ".join(missing)
