@@ -97,21 +97,37 @@ def judge_screenshots(run_dir: Path, out: Path, b=None) -> list[Path]:
     return shots
 
 
+def docs_screenshot(site: Path, out: Path, b=None) -> Path:
+    """The docs site's home page (``make docs`` builds ``site/``), as the layout page shows it."""
+    if b is None:
+        with browser() as b:
+            return docs_screenshot(site, out, b)
+    page = Page(b, site / "index.html", width=1280, height=800)
+    return shoot(page, out / "docs-home.png", height=800)
+
+
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from lab.report.compare import default_folder, load_runs, render_compare
     from lab.paths import resolve_run
 
     ap = argparse.ArgumentParser(description="PNG screenshots of a run report and a comparison, for docs/img/")
-    ap.add_argument("--run", required=True, help="experiment NAME or run folder for the run report")
-    ap.add_argument("--compare", nargs="+", required=True, help="runs to compare (NAMEs or folders)")
+    ap.add_argument("--run", help="experiment NAME or run folder for the run report")
+    ap.add_argument("--compare", nargs="+", help="runs to compare (NAMEs or folders)")
     ap.add_argument("--reports", type=Path, default=Path("reports"))
     ap.add_argument("--out", type=Path, default=Path("docs") / "img")
     ap.add_argument("--judged", help="a judged run (NAME or folder): also its judge checks and labelling controls")
+    ap.add_argument("--docs", type=Path, metavar="SITE", help="a built docs site (make docs: site/): its home page")
     args = ap.parse_args(argv)
+    if bool(args.run) != bool(args.compare) or not (args.run or args.judged or args.docs):
+        ap.error("give --run and --compare together, or --judged, or --docs")
+    if args.docs:
+        print(docs_screenshot(args.docs, args.out))
     if args.judged:
         for path in judge_screenshots(resolve_run(args.judged, args.reports), args.out):
             print(path)
+    if not args.run:
+        return 0
     runs = load_runs(args.compare, args.reports)
     compare_html = render_compare(runs, default_folder(runs, args.reports))
     for path in screenshots(resolve_run(args.run, args.reports), compare_html, args.out):
