@@ -6,9 +6,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterable, Iterator
 
-from lab.errors import LabError
+from lab.errors import DataError, LabError
 
 
 def cache_location(value: str | os.PathLike) -> Path:
@@ -30,7 +32,7 @@ def cache_location(value: str | os.PathLike) -> Path:
             f"cache {text}: the cache must be a local or mounted folder ({scheme}:// is not one)",
             hint="index builds are published by an atomic rename under a file lock, which object stores do not "
                  "offer: share indexes by mounting the bucket (s3fs, gcsfuse, blobfuse2) or syncing "
-                 "the cache's indexes/ folder; see README, Caches and reuse")
+                 "the cache's indexes/ folder; see docs/caches.md")
     return Path(text).expanduser()
 
 
@@ -80,13 +82,106 @@ def inside(root: Path, name: str) -> Path:
 
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename: readers see the old
-    file or the new one, never half of one."""
+    file or the new one, never half of one. An error names ``path``, not the temporary file."""
     tmp = path.parent / f".{path.name}.tmp-{os.getpid()}"
     try:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
+    except OSError as exc:
+        if exc.filename != str(tmp):
+            raise
+        what = "is a folder" if path.is_dir() else exc.strerror
+        raise OSError(exc.errno, f"cannot write {path}: {what}", str(path)) from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _same(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same resolved path, or a hard link to it."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_output(path: Path, inputs: Iterable[Path] = (), kb: Path | None = None, force: bool = False,
+                 option: str = "--out") -> Path:
+    """Refuse an output ``path`` (what ``option`` names) that would destroy something: a folder;
+    one of the command's ``inputs`` (files, or folders whose files it reads) or a file inside
+    one; a file inside the knowledge base ``kb``; an existing file unless ``force``. Every verb
+    that writes a file checks it here before any work. Returns ``path``."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise DataError(f"{option} {path} is a folder", hint=f"give {option} the path of a file to write")
+    for source in inputs:
+        source = Path(source).expanduser()
+        inside_it = source.is_dir() and path.resolve().is_relative_to(source.resolve())
+        if inside_it or _same(path, source):
+            what = f"inside {source}, an input of this command" if inside_it else \
+                f"{source}, an input of this command: writing it would destroy it"
+            raise DataError(f"{option} {path} is {what}", hint=f"give {option} another path")
+    if kb is not None and path.resolve().is_relative_to(Path(kb).expanduser().resolve()):
+        raise DataError(f"{option} {path} is inside the knowledge base {kb}: it would become one of its documents, "
+                        "or replace one", hint=f"give {option} a path outside the knowledge base")
+    if path.exists() and not force:
+        raise DataError(f"{option} {path} already exists",
+                        hint=f"pass --force to replace it, or give {option} another path")
+    return path
+
+
+class OutputClaimed(LabError):
+    """Another command is writing the same output now."""
+
+
+@contextmanager
+def claim_output(path: Path, option: str = "--out") -> Iterator[Path]:
+    """Hold ``path`` for this process while a command makes it: an exclusive create
+    (``O_CREAT | O_EXCL``) of ``.<name>.lock`` beside it, holding the process id, so that a second
+    command writing the same path at the same time stops at once instead of replacing the first
+    one's work. A lock left by a process that is gone is taken over. The lock goes when the
+    block ends."""
+    lock = path.parent / f".{path.name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            break
+        except FileExistsError:
+            holder = _holder(lock)
+            if holder is not None:
+                raise OutputClaimed(f"{option} {path} is being written by another command now ({holder}, "
+                                    f"lock {lock})", hint=f"wait for it to finish, or give {option} another path")
+            lock.unlink(missing_ok=True)  # its process is gone: take the lock over
+    else:
+        raise OutputClaimed(f"{option} {path}: cannot take the lock {lock}", hint="try again")
+    try:
+        os.write(fd, f"{os.getpid()}\n".encode())
+        os.close(fd)
+        yield path
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def _holder(lock: Path) -> str | None:
+    """Who holds ``lock`` (``process N``), or None when its process is gone."""
+    try:
+        text = lock.read_text().strip()
+    except FileNotFoundError:
+        return None  # released meanwhile
+    except OSError:
+        return "a process"
+    if not text:
+        return "a process starting"  # created, its id not written yet
+    try:
+        pid = int(text)
+        os.kill(pid, 0)
+    except (ValueError, ProcessLookupError):
+        return None
+    except PermissionError:
+        pass
+    return f"process {pid}"
 
 
 def follow_latest(path: Path) -> Path:

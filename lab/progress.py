@@ -1,10 +1,12 @@
 """What a run prints: progress with ETA (a tqdm bar on a terminal, periodic log lines
-elsewhere: CI, ``| tee``, nohup) and the process's logging set-up."""
+elsewhere: CI, ``| tee``, nohup), the process's logging set-up, and :func:`printable`, through
+which every line the CLI prints passes."""
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -13,6 +15,37 @@ from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
 log = logging.getLogger("lab.progress")
+
+#: What a terminal acts on instead of showing: C0 controls but tab and newline (ESC starts CSI
+#: and OSC sequences: colours, cursor moves, window titles, hyperlinks), DEL, C1 controls (U+009B
+#: is a one-character CSI), and the bidirectional overrides and isolates that reorder a line.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` as a terminal should show it: every control character written as its escape
+    (``\\x1b``, ``\\x9b``, ``\\u202e``), so a run name, a config description or a question cannot
+    move the cursor, recolour, retitle or rewrite what is on screen. Tab and newline stay."""
+    return _CONTROLS.sub(lambda m: repr(m.group())[1:-1], text)
+
+
+class PrintableStream:
+    """A text stream that writes through :func:`printable` (the CLI's stdout)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(printable(text))
+        return len(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+class _PrintableFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(super().format(record))
 
 
 def _duration(seconds: float) -> str:
@@ -139,6 +172,10 @@ def setup_logging(verbose: bool) -> None:
         datefmt="%H:%M:%S",
         stream=sys.stderr,
     )
+    for handler in logging.getLogger().handlers:  # names and questions in log lines are shown, never obeyed
+        if (getattr(handler, "stream", None) is sys.stderr and handler.formatter is not None
+                and not isinstance(handler.formatter, _PrintableFormatter)):
+            handler.setFormatter(_PrintableFormatter(handler.formatter._fmt, handler.formatter.datefmt))
     for noisy in QUIET_LOGGERS:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     for name, prefix in EXPECTED:
