@@ -6,7 +6,10 @@ the accuracy score (1 to 5). Definitions:
 - **Human score**: the corrected accuracy when given, else correct = 5, partly = 3, wrong = 1.
 - **Class** of a score, the judge's accuracy or the human score alike (judge-v1's rubric: any
   wrong answer scores 1, an acceptable one 3 or more): 4-5 ``correct``, 2-3 ``partly``,
-  1 ``wrong``; the classes are ordered wrong < partly < correct.
+  1 ``wrong``; the classes are ordered wrong < partly < correct. The probability-weighted
+  judging methods score in [1, 5] (``rubric-expected``, ``per-dimension``, ``claims``): such a
+  score takes the class of the nearest whole score (3.5 and above correct, 1.5 and above partly),
+  and Spearman and the means use it as it is.
 - **Weighted Cohen's kappa** (linear weights) over the 3 ordered classes: with ``O`` the
   confusion table of n pairs, ``E[i][j] = row_i * col_j / n`` (chance agreement) and
   ``w[i][j] = |i - j| / 2``, ``kappa = 1 - sum(w * O) / sum(w * E)``. 1 is perfect agreement,
@@ -26,7 +29,7 @@ the accuracy score (1 to 5). Definitions:
   the ones that look wrong biases the rectifier.
 
 Pure functions of numbers; reading a labels file and pairing it with a run is
-:mod:`lab.eval.agree`'s.
+:mod:`lab.judge.agree`'s.
 """
 
 from __future__ import annotations
@@ -46,9 +49,9 @@ CLASSES = ("wrong", "partly", "correct")
 Z95 = 1.96
 
 
-def score_class(score: int) -> str:
-    """4-5 correct, 2-3 partly, 1 wrong."""
-    return "correct" if score >= 4 else "partly" if score >= 2 else "wrong"
+def score_class(score: float) -> str:
+    """4-5 correct, 2-3 partly, 1 wrong; a fractional score by its nearest whole score."""
+    return "correct" if score >= 3.5 else "partly" if score >= 1.5 else "wrong"
 
 
 def human_score(label: str, accuracy: int | None) -> int:
@@ -63,7 +66,7 @@ class Pair:
     id: str
     category: str
     human: int
-    judge: int
+    judge: float
 
 
 def confusion(human: Sequence[str], judge: Sequence[str]) -> list[list[int]]:

@@ -78,7 +78,9 @@
     save();
   });
   download.addEventListener("click", function () {
-    var doc = {format: "lab-labels-v1", run: run, fingerprint: fingerprint, labels: {}};
+    // no prototype here either: in a plain object, labels["__proto__"] = x sets the prototype, and the
+    // label of a question whose id is "__proto__" would silently be left out of the file
+    var doc = {format: "lab-labels-v1", run: run, fingerprint: fingerprint, labels: Object.create(null)};
     ids.forEach(function (id) { if (labels[id]) doc.labels[id] = labels[id]; });
     var link = document.createElement("a");
     link.href = URL.createObjectURL(new Blob([JSON.stringify(doc, null, 2) + "\n"], {type: "application/json"}));
