@@ -1,5 +1,5 @@
 """The ``lab`` command: the verbs the Makefile uses, each with its parser and its handler.
-``lab --help`` lists them; ``lab VERB --help`` shows an example of each (README, "Commands").
+``lab --help`` lists them; ``lab VERB --help`` shows an example of each (docs/reference/cli.md).
 """
 
 from __future__ import annotations
@@ -13,17 +13,19 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lab.cli import data, decide, gate, judge, track, workers
+from lab.cli import data, decide, gate, judge, options, track, workers
 from lab.config import dump_yaml, load_experiment, retrieval_only
 from lab.config.load import describe
 from lab import heap
 from lab.errors import LabError
 from lab.metrics import catalog
 from lab.paths import cache_root, follow_latest, resolve_run
-from lab.progress import setup_logging
+from lab.progress import PrintableStream, printable, setup_logging
 from lab.report.compare import default_folder, load_runs, paired_lines, render_compare, table, warnings
-from lab.report.html import load_run, render_run
+from lab.report.designs import designs_table
+from lab.report.html import render_run
 from lab.report.terminal import summary_lines
+from lab.runfiles import load_run
 
 if TYPE_CHECKING:
     from lab.eval.runner import RunOptions
@@ -36,21 +38,8 @@ EPILOG = ("Exit codes: 0 done, 2 bad input (config, data or model; the message s
           "(Ctrl-C), 143 terminated (SIGTERM); finished work is cached either way.")
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--experiments", type=Path, default=Path("experiments"), metavar="DIR",
-                   help="folder of experiment configs (default: experiments)")
-
-
-def _run_options(p: argparse.ArgumentParser, sample: bool = True) -> None:
-    """The options every verb that runs an experiment takes."""
-    p.add_argument("--kb", type=Path, help="knowledge-base folder (overrides data.knowledge_base)")
-    p.add_argument("--eval", type=Path, help="eval set JSONL (overrides data.eval_set)")
-    if sample:
-        p.add_argument("--limit", type=int, help="evaluate a stratified sample of N questions")
-        p.add_argument("--seed", type=int, help="seed of the sample (default: the config's, 13)")
-    p.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
-    p.add_argument("--cache", help="cache folder or file:// URI (default: $LAB_CACHE or ~/.cache/lab)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars (progress lines are logged instead)")
+_common = options.experiments
+_run_options = options.run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,15 +92,20 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: lab compare turn13 turn18 turn22-offline",
     )
     cmp_.add_argument("runs", nargs="+", metavar="RUN", help="a run folder, or an experiment NAME (its latest run)")
-    cmp_.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
-    cmp_.add_argument("--out", type=Path, metavar="DIR",
-                      help="folder for compare.html (default: reports/_compare/<names>)")
+    options.reports(cmp_)
+    cmp_.add_argument("--designs-table", action="store_true",
+                      help="print only a Markdown table of the runs as retrieval designs (MRR, nDCG, spans, passages, "
+                           "context, ms and LLM calls per question), each paired against the first RUN on MRR, "
+                           "Holm-adjusted; no HTML")
+    cmp_.add_argument("--also", metavar="RUN", help="with --designs-table: a second base, in a column of its own")
+    cmp_.add_argument("--out", type=Path, metavar="DIR", help="folder for compare.html (default: reports/_compare/<names>)")
+    cmp_.add_argument("--force", action="store_true", help="replace the compare.html and exports in --out DIR")
     cmp_.add_argument("--no-html", action="store_true", help="print the table only")
 
     show = sub.add_parser("show", help="print a run's summary table (with 95%% intervals) in the terminal",
                           epilog="example: lab show turn13")
     show.add_argument("run", metavar="RUN", help="an experiment NAME (its latest run) or a run folder")
-    show.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
+    options.reports(show)
 
     sw = sub.add_parser(
         "sweep", help="run an experiment over a grid of dials (index reused), table + chart of the metric",
@@ -124,10 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("name", metavar="NAME")
     sw.add_argument("--set", dest="dials", action="append", required=True, metavar="PATH=V1,V2,...",
                     help="a config path and its values, e.g. retriever.alpha=0,0.5,1 (repeatable)")
-    sw.add_argument("--metric", default="mrr", help="the metric that picks the best point (default: mrr)")
+    options.metric(sw, "the metric that picks the best point")
     sw.add_argument("--answers", action="store_true", help="also answer and judge at every point (slow)")
     sw.add_argument("--dev-fraction", type=float, default=0.5, help="share of questions for the points (default 0.5)")
     sw.add_argument("--no-holdout", action="store_true", help="every point on every question (optimistic best)")
+    sw.add_argument("--force", action="store_true", help="replace an earlier sweep of these dials (other values)")
     workers.add_options(sw)
     _run_options(sw)
     _common(sw)
@@ -145,8 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     opt.add_argument("name", metavar="NAME")
     opt.add_argument("--space", action="append", metavar="PATH=LOW:HIGH[:STEP]",
                      help="a dial and its range (repeatable; replaces the default space)")
-    opt.add_argument("--trials", type=int, default=12, help="Optuna trials (default: 12)")
-    opt.add_argument("--metric", default="mrr", help="the metric to maximise (default: mrr)")
+    opt.add_argument("--trials", type=options.count, default=12, help="Optuna trials (default: 12)")
+    options.metric(opt, "the metric to maximise")
     opt.add_argument("--dev-fraction", type=float, default=0.5, help="share of questions for search (default 0.5)")
     opt.add_argument("--seed", dest="split_seed", type=int, default=13,
                      help="seed of the split and the sampler (default: 13)")
@@ -169,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ask.add_argument("name", metavar="NAME")
     ask.add_argument("question", nargs="?", metavar="QUESTION")
-    ask.add_argument("--cache", help="cache folder or file:// URI (default: $LAB_CACHE or ~/.cache/lab)")
+    options.cache(ask)
     ask.add_argument("--history-turns", type=int, default=3, metavar="N",
                      help="conversation turns kept as history (default: 3)")
     _common(ask)
@@ -234,19 +229,19 @@ def _print_summary(run_dir: Path) -> None:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    """Every experiment with its description; a broken file is listed with its error's first line."""
+    """Every experiment with its description; one that `lab run` would refuse, with its problem."""
     for path in sorted(args.experiments.glob("*.yaml")):
         try:
             description, parent = describe(path)
         except LabError as exc:
-            print(f"{path.stem:<18}BROKEN: {exc.message.splitlines()[0]}")
+            print(f"{path.stem:<18}BROKEN: " + next(x for x in exc.message.splitlines() + [""] if not x.endswith(":")))
             continue
         print(f"{path.stem:<18}{description}{f' (extends {parent})' if parent else ''}")
     return 0
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from lab.eval.judge import resolve_judge  # heavy (see the top of this module)
+    from lab.judge.rubric import resolve_judge  # heavy (see the top of this module)
     from lab.rag.pipeline import resolve_models
 
     cfg = load_experiment(args.name, args.experiments)
@@ -317,24 +312,28 @@ def _print_answer(response, startup: float) -> None:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-
+    if args.designs_table:
+        names = list(dict.fromkeys([*args.runs, *([args.also] if args.also else [])]))
+        print(designs_table(load_runs(names, args.reports), args.also), end="")
+        return 0
     runs = load_runs(args.runs, args.reports)
     print("\n".join(table([r.results for r in runs])))
     print("\n".join(paired_lines(runs)))
     for w in warnings([r.results for r in runs]):
         print(f"warning: {w}")
     if not args.no_html:
-        out = render_compare(runs, args.out or default_folder(runs, args.reports))
+        out = render_compare(runs, args.out or default_folder(runs, args.reports), args.force or not args.out)
         print(f"comparison: {out}")
     return 0
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     with heap.loading():
-        from lab.eval.sweep import parse_dial, run_sweep, table  # heavy (see the top of this module)
+        from lab.eval.sweep import check_earlier, folder_of, parse_dial, run_sweep, table  # heavy (see the top)
 
     catalog.check(args.metric)
     dials = [parse_dial(d) for d in args.dials]
+    check_earlier(folder_of(args.reports, args.name, dials), dials, args.force)
     folder = run_sweep(args.name, args.experiments, dials, _overrides(args), _run_opts(args), args.metric,
                        args.answers, not args.no_holdout, args.dev_fraction, **workers.options(args))
     print("\n".join(table(json.loads((folder / "sweep.json").read_text()))))
@@ -383,18 +382,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     setup_logging(args.verbose)
     previous = signal.signal(signal.SIGTERM, _terminated)
+    stdout, sys.stdout = sys.stdout, PrintableStream(sys.stdout)  # names, descriptions, answers: shown, never obeyed
     try:
         return COMMANDS[args.command](args)
     except LabError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {printable(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:  # `lab show x | head`: the reader left; say nothing
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except OSError as exc:  # the machine, not the lab: disk full, permissions, a missing folder
-        where = f" ({exc.filename})" if exc.filename else ""
-        print(f"error: {exc.strerror or exc}{where}\n  fix: check the disk and the folder's permissions; "
-              "finished work is cached", file=sys.stderr)
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) not in str(exc.strerror) else ""
+        print(printable(f"error: {exc.strerror or exc}{where}\n  fix: check the disk and the folder's permissions; "
+                        "finished work is cached"), file=sys.stderr)
         return 2
     except Terminated:
         print("terminated (SIGTERM): finished work is cached; run the same command again to resume", file=sys.stderr)
@@ -403,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted: finished work is cached; run the same command again to resume", file=sys.stderr)
         return 130
     finally:
+        sys.stdout = stdout
         signal.signal(signal.SIGTERM, previous)
 
 

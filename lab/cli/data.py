@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lab.config import EmbeddingConfig, ExperimentConfig, LLMConfig, LoaderConfig, load_experiment
+from lab.cli import options
 from lab.errors import ConfigError, DataError
-from lab.paths import cache_root, resolve_run, write_atomic
+from lab.paths import cache_root, check_output, claim_output, resolve_run, write_atomic
+from lab.evalsets.holdout import DEV_FRACTION, SEED
+from lab.evalsets.interop import IMPORTERS
+from lab.runfiles import load_run
 
 if TYPE_CHECKING:
     from lab.rag.loaders import Corpus
 
 ALL_FORMATS = [".md", ".txt", ".pdf", ".docx", ".html"]
-IMPORT_KINDS = ("ragas", "beir", "csv")
 
 
 def add_parsers(sub: Any, common: Any) -> None:
@@ -34,11 +38,11 @@ def add_parsers(sub: Any, common: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     gen.add_argument("--kb", type=Path, required=True, help="knowledge-base folder")
     gen.add_argument("--out", type=Path, required=True, help="eval set to write (JSONL)")
-    gen.add_argument("--n", type=int, default=150, help="questions wanted (default: 150)")
+    gen.add_argument("--n", type=options.count, default=150, help="questions wanted (default: 150)")
     gen.add_argument("--seed", type=int, default=0, help="seed of the document order (default: 0)")
     gen.add_argument("--mix", help="category shares, e.g. direct_fact=0.5,numerical=0.25,spanning=0.25 "
                                    "(default: close to InsureLLM's)")
-    gen.add_argument("--max-candidates", type=int, help="stop after this many LLM candidates (default: 3 n)")
+    gen.add_argument("--max-candidates", type=options.count, help="stop after this many LLM candidates (default: 3 n)")
     gen.add_argument("--config", metavar="NAME", help="take loader, embedding model and LLM (generation.llm) "
                                                      "from experiments/NAME.yaml, e.g. for OpenAI or a server")
     gen.add_argument("--llm", metavar="MODEL", help="local GGUF model name or path (default: "
@@ -58,10 +62,11 @@ def add_parsers(sub: Any, common: Any) -> None:
     aud.add_argument("--kb", type=Path, required=True, help="knowledge-base folder the set is about")
     aud.add_argument("--run", help="a run of this eval set: a run folder or an experiment NAME (its latest run), "
                                    "for the power figures")
-    aud.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
+    options.reports(aud)
     aud.add_argument("--check", action="store_true", help="ask the LLM whether each reference answer is "
                                                           "supported by its spans")
     aud.add_argument("--html", type=Path, help="page to write (default: EVAL_SET with .audit.html)")
+    aud.add_argument("--force", action="store_true", help="replace the --html page if it exists")
     aud.add_argument("--config", metavar="NAME", help="loader, embedding model and LLM from experiments/NAME.yaml")
     _shared(aud, common)
 
@@ -72,22 +77,40 @@ def add_parsers(sub: Any, common: Any) -> None:
                     "keywords, category) into the lab's eval-set JSONL. Nothing is written when the input has "
                     "an error.",
         epilog="example: lab import ragas testset.jsonl --kb ~/docs --out eval_sets/ragas.jsonl")
-    imp.add_argument("kind", choices=IMPORT_KINDS)
+    imp.add_argument("kind", choices=IMPORTERS.names())
     imp.add_argument("source", type=Path, metavar="PATH")
     imp.add_argument("--out", type=Path, required=True)
     imp.add_argument("--kb", type=Path, help="ragas: the documents its reference_contexts come from (they become spans)")
     imp.add_argument("--kb-out", type=Path, help="beir: write the corpus here as a knowledge base")
     imp.add_argument("--category", default="direct_fact", help="category of rows that name none")
-    imp.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
+    imp.add_argument("--categories", metavar="A,B,...", help="the categories a row may name (default for CSV: the "
+                                                             "lab's and --category; ragas and BEIR: any)")
+    imp.add_argument("--force", action="store_true", help="replace OUT if it exists, and add to a --kb-out folder "
+                                                          "that holds files (replaced files are counted)")
+
+    spl = sub.add_parser(
+        "split", help="write an eval set's dev and held-out halves (pick on one, report on the other)",
+        description="Split an eval set into dev.jsonl and held-out.jsonl in --out: stratified by category and "
+                    "seeded, the same halves `lab sweep` and `lab optimize` make of these questions with the same "
+                    "--dev-fraction and --seed. Pick a design on the first (lab run NAME --eval DIR/dev.jsonl), "
+                    "report it on the second.",
+        epilog="example: lab split ../shared/benchmarks/insurellm/tests.jsonl --out reports/_designs/split")
+    spl.add_argument("eval_set", type=Path, metavar="SET", help="the eval set (JSONL)")
+    spl.add_argument("--out", type=Path, required=True, help="folder for dev.jsonl and held-out.jsonl")
+    spl.add_argument("--dev-fraction", type=float, default=DEV_FRACTION,
+                     help=f"share of each category in the dev half (default {DEV_FRACTION})")
+    spl.add_argument("--seed", type=int, default=SEED, help=f"seed of the split (default {SEED})")
+    spl.add_argument("--force", action="store_true", help="replace the halves in --out if they exist")
 
     exp = sub.add_parser("export", help="write an eval set in ragas' EvaluationDataset format",
                          epilog="example: lab export eval_sets/company.jsonl --out company.ragas.jsonl")
     exp.add_argument("eval_set", type=Path, metavar="EVAL_SET")
     exp.add_argument("--out", type=Path, required=True)
+    exp.add_argument("--force", action="store_true", help="replace OUT if it exists")
 
 
 def _shared(p: argparse.ArgumentParser, common: Any) -> None:
-    p.add_argument("--cache", help="cache folder or file:// URI (default: $LAB_CACHE or ~/.cache/lab)")
+    options.cache(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bars (progress lines are logged instead)")
     common(p)
 
@@ -130,7 +153,7 @@ def _cache(args: argparse.Namespace) -> Path:
 
 
 def _mix(text: str | None) -> dict[str, float] | None:
-    from lab.eval.generate import MIX, TASKS
+    from lab.evalsets.generate import MIX, TASKS
 
     if not text:
         return None
@@ -144,23 +167,28 @@ def _mix(text: str | None) -> dict[str, float] | None:
             out[name] = float(share)
         except ValueError:
             raise ConfigError(f"--mix: {part!r} is not CATEGORY=SHARE", hint=f"e.g. {next(iter(MIX))}=0.5") from None
+        if not math.isfinite(out[name]) or out[name] < 0:
+            raise ConfigError(f"--mix: the share of {name} is {share.strip()}, not a number of 0 or more",
+                              hint=f"give each category a share of 0 or more, e.g. --mix {next(iter(MIX))}=0.5,"
+                                   "numerical=0.5 (0 leaves a category out)")
     if sum(out.values()) <= 0:
         raise ConfigError("--mix: the shares add up to 0", hint="give at least one positive share")
     return out
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from lab.eval.generate import NothingAccepted, Options, generate  # heavy (see lab.cli)
+    out = check_output(args.out, (), args.kb, args.force)
+    sidecar = check_output(out.with_suffix(".gen.json"), (), args.kb, True, "--out's sidecar")
+    mix = _mix(args.mix)
+    with claim_output(out):  # a second `lab generate` into the same --out stops here while this one runs
+        return _generate(args, check_output(out, (), args.kb, args.force), sidecar, mix)
+
+
+def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str, float] | None) -> int:
+    from lab.evalsets.generate import NothingAccepted, Options, generate  # heavy (see lab.cli)
     from lab.models.llm import build_llm
     from lab.models.resolve import resolve_llm
 
-    if args.n <= 0:
-        raise ConfigError(f"--n must be positive (got {args.n})", hint="e.g. --n 150")
-    out = args.out.expanduser()
-    sidecar = out.with_suffix(".gen.json")
-    if out.exists() and not args.force:
-        raise DataError(f"{out} exists", hint="pass --force to replace it, or choose another --out")
-    mix = _mix(args.mix)
     loader, embedding, llm_cfg = _settings(args)
     project = args.experiments.resolve().parent
     writer = build_llm(resolve_llm(llm_cfg, "testset", project), _cache(args))
@@ -196,18 +224,20 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from lab.eval.audit import audit_eval_set  # heavy (see lab.cli)
-    from lab.eval.evalset import load_eval_set
+    from lab.evalsets.audit import audit_eval_set  # heavy (see lab.cli)
+    from lab.evalsets.evalset import load_eval_set
     from lab.report.audit import audit_lines, render_audit
-    from lab.report.html import load_run
 
+    run = resolve_run(args.run, args.reports) if args.run else None
+    page = check_output(args.html or args.eval_set.with_suffix(".audit.html"), [args.eval_set, *([run] if run else [])],
+                        args.kb, args.force or args.html is None, "--html")  # the default page is the verb's own
     eval_set = load_eval_set(args.eval_set.expanduser(), None)
-    samples = load_run(resolve_run(args.run, args.reports))[1] if args.run else None
+    samples = load_run(run)[1] if run else None
     loader, embedding, llm_cfg = _settings(args)
     corpus = _corpus(args.kb, loader)
     support = None
     if args.check:
-        from lab.eval import grounding
+        from lab.evalsets import grounding
         from lab.models.llm import build_llm
         from lab.models.resolve import resolve_llm
 
@@ -219,7 +249,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
     findings = audit_eval_set(eval_set.rows, {d.metadata["source"]: d.text for d in corpus.documents},
                               source=str(args.eval_set), embed=_embedder(embedding, _cache(args)), support=support,
                               run_samples=samples)
-    page = args.html or args.eval_set.with_suffix(".audit.html")
     write_atomic(page, render_audit(findings))
     print("\n".join(audit_lines(findings, more=str(page))))
     print(f"page: {page}")
@@ -227,22 +256,36 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from lab.eval.interop import import_set
+    from lab.evalsets.interop import import_set
 
     summary = import_set(args.kind, args.source.expanduser(), args.out.expanduser(), category=args.category,
-                         kb=args.kb, kb_out=args.kb_out, overwrite=args.force)
+                         kb=args.kb, kb_out=args.kb_out, overwrite=args.force,
+                         categories=[c.strip() for c in args.categories.split(",")] if args.categories else None)
     print(", ".join(f"{k} {v}" for k, v in summary.items() if k not in {"kind", "out"}))
     print(f"wrote {args.out}")
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from lab.eval.interop import export_ragas
+    from lab.evalsets.interop import export_ragas
 
-    summary = export_ragas(args.eval_set.expanduser(), args.out.expanduser())
+    summary = export_ragas(args.eval_set.expanduser(), args.out.expanduser(), overwrite=args.force)
     print(", ".join(f"{k} {v}" for k, v in summary.items() if k not in {"kind", "out"}))
     print(f"wrote {args.out} (ragas EvaluationDataset JSONL)")
     return 0
 
 
-COMMANDS = {"generate": cmd_generate, "audit": cmd_audit, "import": cmd_import, "export": cmd_export}
+def cmd_split(args: argparse.Namespace) -> int:
+    from lab.evalsets.holdout import split_file
+
+    if args.out.is_file():
+        raise DataError(f"--out {args.out} is a file", hint="give --out a folder (it is created if missing)")
+    for half in ("dev.jsonl", "held-out.jsonl"):
+        check_output(args.out / half, [args.eval_set], None, args.force)
+    dev, held = split_file(args.eval_set.expanduser(), args.out.expanduser(), args.dev_fraction, args.seed)
+    print(f"{len(dev)} dev and {len(held)} held-out questions in {args.out}")
+    return 0
+
+
+COMMANDS = {"generate": cmd_generate, "audit": cmd_audit, "import": cmd_import, "export": cmd_export,
+            "split": cmd_split}

@@ -13,10 +13,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from lab.config import GateConfig, load_experiment
+from lab.cli import options
 from lab.errors import ConfigError, LabError
-from lab.paths import resolve_run, write_atomic
-from lab.report.compare import load_results, load_runs
-from lab.report.gate import DEFAULT_ALPHA, DEFAULT_MARGIN, DEFAULT_METRIC, gate_lines, gate_runs, gate_section, junit_xml
+from lab.paths import check_output, resolve_run, write_atomic
+from lab.report.compare import load_runs
+from lab.runfiles import read_results
+from lab.metrics.catalog import DEFAULT_METRIC
+from lab.report.gate import DEFAULT_ALPHA, DEFAULT_MARGIN, gate_lines, gate_runs, gate_section, junit_xml
 
 EXAMPLE = "example: lab gate turn13 hybrid --metric mrr=0.02 --metric ndcg=0.03 --junit gate.xml"
 
@@ -47,7 +50,8 @@ def add_parsers(sub: Any, common: Any) -> None:
     g.add_argument("--alpha", type=float, default=None,
                    help=f"family-wise error rate over the metrics (default: the gate: section's, else {DEFAULT_ALPHA})")
     g.add_argument("--junit", type=Path, metavar="FILE", help="write a JUnit XML report (testsuite 'lab gate')")
-    g.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
+    g.add_argument("--force", action="store_true", help="replace the --junit file if it exists")
+    options.reports(g)
     common(g)
 
 
@@ -125,10 +129,12 @@ def cmd_gate(args: argparse.Namespace) -> int:
         raise LabError(f"lab gate takes a BASELINE and a CANDIDATE, got {len(args.runs)} runs",
                        hint="gate one candidate at a time: lab gate turn13 hybrid")
     candidate = resolve_run(args.runs[-1], args.reports)
-    section, where = _section(load_results(candidate), args.experiments)
+    section, where = _section(read_results(candidate), args.experiments)
     margins = margins_from_args(args.metric, args.margin, section)
     alpha = args.alpha if args.alpha is not None else (section.alpha if section else DEFAULT_ALPHA)
     baseline = _baseline(args.runs[0] if len(args.runs) == 2 else None, section, args.experiments, args.reports)
+    if args.junit:
+        check_output(args.junit, [baseline, candidate], None, args.force, "--junit")
     base_run, cand_run = load_runs([str(baseline), str(candidate)], args.reports)
     result = gate_runs(base_run, cand_run, margins, alpha, "--metric" if args.metric else f"gate.metrics ({where})")
     lines = gate_lines(result)

@@ -9,8 +9,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from lab.cli import options
 from lab.config.schema import JUDGE_METHODS as METHODS
-from lab.eval.agree import AGREEMENT_FILE, judge_agreement, write_agreement
+from lab.errors import LabError
+from lab.judge.agree import AGREEMENT_FILE, judge_agreement, write_agreement
 from lab.paths import cache_root, resolve_run, write_atomic
 
 
@@ -29,7 +31,7 @@ def add_parsers(sub: Any, common: Any) -> None:
         epilog="example: lab agree turn13 ~/Downloads/labels.json")
     agr.add_argument("run", metavar="RUN", help="an experiment NAME (its latest run) or a run folder")
     agr.add_argument("labels", type=Path, metavar="LABELS", help="the labels.json downloaded from the run's report")
-    agr.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
+    options.reports(agr)
 
     chk = sub.add_parser(
         "judge-check", help="perturbation checks of a run's judge on more questions (or of another method)",
@@ -45,10 +47,30 @@ def add_parsers(sub: Any, common: Any) -> None:
     chk.add_argument("--n", type=int, default=100, help="questions checked, stratified by category (default 100)")
     chk.add_argument("--method", choices=METHODS, default=None, help="judging method (default: the run's)")
     chk.add_argument("--seed", type=int, default=None, help="sampling seed (default: the run's)")
-    chk.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
-    chk.add_argument("--cache", help="cache folder or file:// URI (default: $LAB_CACHE or ~/.cache/lab)")
+    options.reports(chk)
+    options.cache(chk)
     chk.add_argument("--no-progress", action="store_true", help="no progress bars (progress lines are logged instead)")
     common(chk)
+
+    cand = sub.add_parser(
+        "judge-methods", help="perturbation checks of several judging methods on an eval set (which to use?)",
+        description="For a category-stratified sample of an eval set's questions, every judging method named "
+                    "judges each reference answer and its perturbations (as judge-check does), with the judge and "
+                    "generator of --config. Writes <method>.json per method and table.md into --out and prints "
+                    "the table. With --table, only prints one table merged from earlier --out folders. Model "
+                    "calls are cached: a rerun takes seconds.",
+        epilog="example: lab judge-methods --eval eval_sets/company.jsonl --n 60 --methods rubric rubric-expected "
+               "--out reports/_judge/company")
+    cand.add_argument("--eval", type=Path, help="eval set (JSONL) whose reference answers are perturbed")
+    cand.add_argument("--out", type=Path, help="folder for <method>.json and table.md")
+    cand.add_argument("--config", default="turn13", help="experiment whose judge and generator are used (default turn13)")
+    cand.add_argument("--n", type=int, default=60, help="questions sampled, stratified by category (default 60)")
+    cand.add_argument("--seed", type=int, default=13, help="sampling seed (default 13)")
+    cand.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS, help="the candidates (default: all)")
+    cand.add_argument("--prompt", default=None, help="judge prompt (default: the config's)")
+    cand.add_argument("--table", nargs="+", type=Path, metavar="DIR", help="only print one table merged from these --out folders")
+    options.cache(cand)
+    common(cand)
 
 
 def _num(value: float | None, digits: int = 3) -> str:
@@ -82,7 +104,7 @@ def agreement_lines(a: dict) -> list[str]:
                + (f" ({ppi['why']})" if ppi.get("why") else ""))
     if a["disagreements"]:
         shown = a["disagreements"][:8]
-        out.append("disagreements (human vs judge): " + ", ".join(f"{d['id']} {d['human']} vs {d['judge']}"
+        out.append("disagreements (human vs judge): " + ", ".join(f"{d['id']} {d['human']} vs {d['judge']:.3g}"
                                                                 for d in shown)
                    + (f" and {len(a['disagreements']) - len(shown)} more" if len(a["disagreements"]) > 8 else ""))
     if a["left_out"]:
@@ -127,9 +149,46 @@ def check_lines(out: dict) -> list[str]:
     return lines
 
 
+def cmd_judge_methods(args: argparse.Namespace) -> int:
+    from lab.judge import candidates  # loads the model libraries: only when checking
+
+    if args.table:
+        print(candidates.merged(args.table))
+        return 0
+    if args.eval is None or args.out is None:
+        raise LabError("lab judge-methods needs --eval and --out to run the checks",
+                       hint="pass --eval SET.jsonl --out DIR (or --table DIR ... to merge earlier results)")
+    from lab.config import load_experiment
+    from lab.evalsets.evalset import load_eval_set
+    from lab.judge.rubric import resolve_judge
+    from lab.models.llm import build_llm
+    from lab.models.resolve import resolve_llm
+    from lab.progress import run_all
+
+    root = args.experiments.resolve().parent
+    cfg = load_experiment(args.config, args.experiments, {"judge": {"prompt": args.prompt}} if args.prompt else None)
+    plan = resolve_judge(cfg.judge, root)
+    if plan is None or cfg.generation is None:
+        raise LabError(f"experiment {args.config!r} needs a judge and a generation section",
+                       hint="pass --config with one that has both (turn13 does)")
+    cache = cache_root(args.cache)
+    llm = build_llm(plan.llm, cache)
+    gen = build_llm(resolve_llm(cfg.generation.llm, "generation", root), cache)
+    rows = load_eval_set(args.eval.expanduser(), None).rows
+    items = [{"id": r.id, "category": r.category, "question": r.question, "reference": r.reference_answer,
+              "keywords": list(r.keywords or [])} for r in rows]
+    outs = candidates.check_methods(items, args.methods, llm, plan, gen, args.n, args.seed, args.out.expanduser(),
+                                    lambda method: lambda fn, keys: run_all(fn, keys, f"judge {method}", True, 1))
+    for method, out in outs.items():
+        print(f"{method}: {out['seconds']['wall']:.0f} s")
+    print(candidates.table(outs))
+    print(f"wrote {args.out}")
+    return 0
+
+
 def cmd_judge_check(args: argparse.Namespace) -> int:
     folder = resolve_run(args.run, args.reports)
-    from lab.eval.judge_checks import check_run  # loads the model libraries: only when checking
+    from lab.judge.checks import check_run  # loads the model libraries: only when checking
 
     cache = cache_root(args.cache)
     out = check_run(folder, args.n, args.method, Path.cwd(), cache, not args.no_progress, args.seed)
@@ -140,4 +199,4 @@ def cmd_judge_check(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"agree": cmd_agree, "judge-check": cmd_judge_check}
+COMMANDS = {"agree": cmd_agree, "judge-check": cmd_judge_check, "judge-methods": cmd_judge_methods}

@@ -15,6 +15,7 @@ nested mappings merged last, built with :func:`set_path` and :func:`retrieval_on
 from __future__ import annotations
 
 import copy
+import os
 import re
 import typing
 from pathlib import Path
@@ -23,7 +24,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from lab.config.schema import ContextConfig, ExperimentConfig
+from lab.config.answering import ContextConfig
+from lab.config.schema import ExperimentConfig
 from lab.config.components import ChunkerConfig, RerankerConfig, RetrieverConfig
 from lab.errors import ConfigError
 from lab.registry import Registry, did_you_mean
@@ -122,7 +124,19 @@ def read_yaml(path: Path) -> dict[str, Any]:
 
 
 def describe(path: Path) -> tuple[str, str | None]:
-    """(description, extends) of a config file, for `lab list`; a broken file raises ConfigError."""
+    """(description, extends) of a config file, for `lab list`. A config that `lab run` would
+    refuse raises ConfigError saying why: a folder, a broken link, an unreadable or empty file,
+    invalid YAML, an extends cycle, a broken parent, an invalid key."""
+    if path.is_dir():
+        raise ConfigError(f"{path}: a folder, not a config file")
+    if not path.exists():
+        raise ConfigError(f"{path}: a symbolic link to {os.readlink(path)}, which does not exist")
+    try:
+        if not path.read_text(encoding="utf-8", errors="replace").strip():
+            raise ConfigError(f"{path}: an empty file (a config has at least schema_version: 1)")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot be read ({exc.strerror})") from None
+    load_experiment(path.stem, path.parent)
     raw = read_yaml(path)
     description, parent = raw.get("description", ""), raw.get("extends")
     if not isinstance(description, str):
@@ -290,7 +304,7 @@ def load_experiment(
     except ValidationError as exc:
         raise ConfigError(
             f"invalid experiment config {name!r}:\n" + _format_validation_error(exc, chain),
-            hint="README.md, section Configs, lists every key and its default",
+            hint="docs/reference/config.md lists every key, its type and its default",
         ) from None
 
 

@@ -7,7 +7,7 @@ unless asked) into ``reports/_sweep/<NAME>-<dials>/<point>/``. Points that diffe
 retrieval dials share one index and the embedding cache, so a sweep embeds nothing the
 experiment has embedded before.
 
-By default the questions are split as ``lab optimize`` splits them (:mod:`lab.eval.holdout`:
+By default the questions are split as ``lab optimize`` splits them (:mod:`lab.evalsets.holdout`:
 stratified, seeded, half for dev): every point runs on the dev questions, and the best point
 and the base experiment then both run on the held-out ones (``held-out/``), with a paired test
 between them and the optimism of the choice. ``--no-holdout`` runs every point on every question
@@ -30,11 +30,12 @@ import yaml
 
 from lab.config import ExperimentConfig, load_experiment, merge, retrieval_only, set_path
 from lab.errors import ConfigError
-from lab.eval.holdout import DEV_FRACTION, half_overrides, held_out_check, write_split
+from lab.evalsets.holdout import DEV_FRACTION, half_overrides, held_out_check, write_split
 from lab.eval.parallel import Workers
-from lab.eval.records import overall_means, read_results
+from lab.runfiles import overall_means, read_results
 from lab.eval.runner import RunOptions, run_experiment
 from lab.metrics import catalog
+from lab.metrics.catalog import DEFAULT_METRIC
 from lab.paths import inside, write_atomic
 from lab.report.sweep import OPTIMISTIC, held_out_lines, point_label, render_sweep
 
@@ -57,7 +58,16 @@ def parse_dial(spec: str) -> Dial:
     if not m:
         raise ConfigError(f"--set {spec!r} is not PATH=V1,V2,...",
                           hint="e.g. --set retriever.alpha=0,0.25,0.5,0.75,1")
-    values = [yaml.safe_load(v) for v in m.group(2).split(",") if v.strip()]
+    values = []
+    for v in m.group(2).split(","):
+        if not v.strip():
+            continue
+        try:
+            values.append(yaml.safe_load(v))
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"--set {spec!r}: the value {v!r} is not valid YAML ({getattr(exc, 'problem', None) or exc})",
+                              hint="quote text that holds quotes, brackets or a leading * or &: --set 'description=\"x\"' "
+                                   "(values are split at commas, so a list cannot be one)") from None
     if not values:
         raise ConfigError(f"--set {spec!r} lists no values", hint="e.g. --set retriever.top_k=3,5,8")
     return Dial(tuple(m.group(1).split(".")), values)
@@ -86,13 +96,13 @@ def point_config(name: str, experiments_dir: Path, dials: list[Dial], point: dic
 
 
 def run_sweep(name: str, experiments_dir: Path, dials: list[Dial], base_overrides: dict, opts: RunOptions,
-              metric: str = "mrr", answers: bool = False, holdout: bool = True,
+              metric: str = DEFAULT_METRIC, answers: bool = False, holdout: bool = True,
               dev_fraction: float = DEV_FRACTION, workers: int = 1, ray_address: str | None = None) -> Path:
     """Run the grid (on the dev questions unless ``holdout`` is off), then the held-out check;
     the split's seed is the config's ``sample.seed`` (``--seed``, 13 by default). With ``workers``
     > 1 the points, then the held-out runs, are Ray tasks (:mod:`lab.eval.parallel`); the results
     are the same, in the same order."""
-    folder = inside(opts.reports_root / "_sweep", f"{name}-{'-'.join(d.name for d in dials)}")
+    folder = folder_of(opts.reports_root, name, dials)
     base = load_experiment(name, experiments_dir, base_overrides)
 
     def config(point: dict, half: str | None) -> ExperimentConfig:
@@ -133,6 +143,30 @@ def run_sweep(name: str, experiments_dir: Path, dials: list[Dial], base_override
     write_atomic(folder / "sweep.csv", to_csv(summary))
     render_sweep(summary, folder / "sweep.html")
     return folder
+
+
+def folder_of(reports_root: Path, name: str, dials: list[Dial]) -> Path:
+    """``reports/_sweep/<NAME>-<dials>/``: one folder per experiment and set of dials."""
+    return inside(reports_root / "_sweep", f"{name}-{'-'.join(d.name for d in dials)}")
+
+
+def check_earlier(folder: Path, dials: list[Dial], force: bool = False) -> None:
+    """Refuse, unless ``force``, to run into ``folder`` when it holds a sweep over other values
+    of the dials: this sweep would replace its page and table. The same values again are the same
+    sweep, run afresh."""
+    page = folder / "sweep.json"
+    if force or not page.exists():
+        return
+    try:
+        earlier = json.loads(page.read_text(encoding="utf-8")).get("dials")
+    except (OSError, ValueError, AttributeError):
+        earlier = None
+    wanted = json.loads(json.dumps({d.name: d.values for d in dials}))
+    if earlier != wanted:
+        were = ", ".join(f"{k}={','.join(map(str, v))}" for k, v in earlier.items()) if isinstance(earlier, dict) \
+            else "unreadable values"
+        raise ConfigError(f"{folder} holds an earlier sweep over {were}: this one would replace its page",
+                          hint="pass --force to replace it, or move the folder away first")
 
 
 def _same_config(a: ExperimentConfig, b: ExperimentConfig) -> bool:

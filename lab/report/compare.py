@@ -17,15 +17,17 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.errors import DataError
 from lab.metrics import catalog
 from lab.metrics.catalog import fmt, higher_is_better
 from lab.metrics.retrieval import folded
-from lab.paths import inside, resolve_run, write_atomic
-from lab.report.export import write_exports
-from lab.report.html import NEAR_GOAL, environment, judge_checks_view, judge_method, load_run
+from lab.paths import check_output, inside, resolve_run, write_atomic
+from lab.report.export import FILES as EXPORT_FILES, write_exports
+from lab.report.html import NEAR_GOAL, environment, judge_checks_view, judge_method
 from lab.report.pairs import adjust, direction, pair_rows, pval
 from lab.report.pairs import lines as pair_lines
-from lab.report.stats import bootstrap_ci
+from lab.runfiles import load_run
+from lab.stats.paired import bootstrap_ci
 
 
 def _judge_identity(r: dict) -> tuple | None:
@@ -101,10 +103,6 @@ def paired_lines(runs: list[Run]) -> list[str]:
     as on the page: see :mod:`lab.report.pairs`), the categories found real, and the method."""
     pairs, method = paired_view(runs)
     return pair_lines(pairs, method)
-
-
-def load_results(run_dir: Path) -> dict:
-    return json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -327,8 +325,13 @@ def default_folder(runs: list[Run], reports_root: Path) -> Path:
     return inside(reports_root / "_compare", name)
 
 
-def render_compare(runs: list[Run], folder: Path) -> Path:
-    """Write ``compare.html`` and the per-question exports of every run into ``folder``."""
+def render_compare(runs: list[Run], folder: Path, force: bool = True) -> Path:
+    """Write ``compare.html`` and the per-question exports of every run into ``folder``: never
+    into a compared run's folder, and over existing files only with ``force``."""
+    if folder.exists() and not folder.is_dir():
+        raise DataError(f"--out {folder} is a file", hint="give --out a folder (it is created if missing)")
+    for name in ("compare.html", *EXPORT_FILES):
+        check_output(folder / name, [r.folder for r in runs], None, force, "--out")
     folder.mkdir(parents=True, exist_ok=True)
     view = compare_view(runs)
     view["report_links"] = {r.label: os.path.relpath(r.folder / "report.html", folder) for r in runs}

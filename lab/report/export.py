@@ -73,12 +73,16 @@ def _neutralised(df: Any) -> Any:
     return out
 
 
+#: The files :func:`write_exports` writes.
+FILES = ("questions.csv", "questions.parquet")
+
+
 def write_exports(runs: list[tuple[dict, list[dict]]], folder: Path) -> list[Path]:
     """Write ``questions.csv`` and ``questions.parquet`` into ``folder``, each atomically."""
     df = frame(runs)
     written = []
-    for name, write in (("questions.csv", lambda p: _neutralised(df).to_csv(p, index=False)),
-                        ("questions.parquet", lambda p: df.to_parquet(p, index=False))):
+    for name, write in zip(FILES, (lambda p: _neutralised(df).to_csv(p, index=False),
+                                   lambda p: df.to_parquet(p, index=False))):
         final = folder / name
         tmp = folder / f".{name}.tmp-{os.getpid()}"
         try:
