@@ -22,12 +22,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from langchain_text_splitters import RecursiveCharacterTextSplitter  # noqa: E402
-from llama_index.core.schema import Document  # noqa: E402
+from langchain_text_splitters import RecursiveCharacterTextSplitter
+from llama_index.core.schema import Document
 
-from lab.rag.chunkers import RecursiveCharacterNodeParser, stable_id  # noqa: E402
+from lab.rag.chunkers import RecursiveCharacterNodeParser, stable_id
 
 WORDS = "the policy covers hull damage liability cargo crew premiums renew annually under clause".split()
 

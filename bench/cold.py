@@ -16,7 +16,7 @@ Rounds alternate which side goes first, so that drift in machine speed hits both
 medians of wall and CPU (user + system) seconds. Both sides must find the same chunk count and
 the same per-question MRR, or the bench exits 1. Defaults to the InsureLLM benchmark beside the
 project and 3 rounds; writes bench/cold.json. ``--smoke``: the test fixture, one round, the JSON
-only where ``--out`` says (``tests/test_bench_cold.py``).
+only where ``--out`` says (``tests/bench/test_bench_cold.py``).
 """
 
 from __future__ import annotations
@@ -90,7 +90,6 @@ def main() -> int:
         eval_path, rounds = args.eval or INSURELLM / "tests.jsonl", args.rounds or 3
     kb, eval_path = kb.resolve(), eval_path.resolve()
 
-    sys.path.insert(0, str(ROOT))
     from lab.models.resolve import resolve_hf_model
 
     model = resolve_hf_model("sentence-transformers/all-MiniLM-L6-v2", "embedding model").location

@@ -24,16 +24,15 @@ T0 = time.perf_counter()
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 # tiktoken's encodings come from llama-index-core's copy (no download); found without importing it
 _core = importlib.util.find_spec("llama_index.core")
 os.environ.setdefault("TIKTOKEN_CACHE_DIR", os.path.join(os.path.dirname(_core.origin), "_static", "tiktoken_cache"))
 
-import numpy as np  # noqa: E402
-import tiktoken  # noqa: E402
-from sentence_transformers import SentenceTransformer  # noqa: E402
+import numpy as np
+import tiktoken
+from sentence_transformers import SentenceTransformer
 
-from lab.metrics.retrieval import question_scores  # noqa: E402  (pure: strings in, numbers out)
+from lab.metrics.retrieval import question_scores
 
 
 def windows(text: str, enc, size: int, overlap: int) -> list[str]:

@@ -3,7 +3,7 @@ against raw llama-cpp-python replaying the same calls.
 
     .venv/bin/python bench/generate.py [--kb DIR] [--n 10] [--smoke]
 
-Runs :func:`lab.eval.generate.generate` with an empty LLM cache (every call computed; the
+Runs :func:`lab.evalsets.generate.generate` with an empty LLM cache (every call computed; the
 embedding cache is the lab's own) over ``--kb`` (default: the InsureLLM knowledge base), then
 replays every recorded call, question writer's and checker's, through a raw ``Llama`` with the
 same parameters. Prints accepted, candidates, acceptance, accepted questions per minute, the
@@ -22,18 +22,17 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from lab.caches import CallCache  # noqa: E402
-from lab.config import EmbeddingConfig, LLMConfig  # noqa: E402
-from lab.eval.generate import Options, generate  # noqa: E402
-from lab.models.backends import llama_class  # noqa: E402
-from lab.models.embeddings import build_embedding  # noqa: E402
-from lab.models.llm import LabLLM  # noqa: E402
-from lab.models.resolve import offline_env_for, resolve_hf_model, resolve_llm  # noqa: E402
-from lab.paths import cache_dir  # noqa: E402
-from lab.progress import setup_logging  # noqa: E402
-from lab.rag.loaders import load_folder  # noqa: E402
+from lab.caches import CallCache
+from lab.config import EmbeddingConfig, LLMConfig
+from lab.evalsets.generate import Options, generate
+from lab.models.backends import llama_class
+from lab.models.embeddings import build_embedding
+from lab.models.llm import LabLLM
+from lab.models.resolve import offline_env_for, resolve_hf_model, resolve_llm
+from lab.paths import cache_dir
+from lab.progress import setup_logging
+from lab.rag.loaders import load_folder
 
 _spec = importlib.util.spec_from_file_location("bench_llm", ROOT / "bench" / "llm.py")
 bench_llm = importlib.util.module_from_spec(_spec)
@@ -63,7 +62,7 @@ def main() -> int:
         cache = CallCache(Path(tmp) / "llm.sqlite")
         backends = [bench_llm.Recording(p) for p in plans]
         for b in backends:
-            b._load()
+            b.load()
         writer, checker = (LabLLM(p, cache, b) for p, b in zip(plans, backends))
         t0 = time.perf_counter()
         out = generate(docs, writer, checker, lambda t: embedder.encode(list(t), ""),

@@ -35,17 +35,17 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LANCEDB_LOG", "error")  # before lancedb loads: no "No existing dataset" warnings
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from lab.caches import CallCache  # noqa: E402
-from lab.progress import setup_logging  # noqa: E402
-from lab.config import load_experiment  # noqa: E402
-from lab.eval.evalset import load_eval_set, stratified_sample  # noqa: E402
-from lab.eval.judge import resolve_judge  # noqa: E402
-from lab.models.backends import LlamaCppBackend, llama_class  # noqa: E402
-from lab.models.llm import LabLLM  # noqa: E402
-from lab.paths import project_path  # noqa: E402
-from lab.rag.pipeline import open_pipeline, resolve_models  # noqa: E402
+from lab.caches import CallCache
+from lab.progress import setup_logging
+from lab.config import load_experiment
+from lab.evalsets.evalset import load_eval_set, stratified_sample
+from lab.judge.methods import grader
+from lab.judge.rubric import resolve_judge
+from lab.models.backends import LlamaCppBackend, llama_class
+from lab.models.llm import LabLLM
+from lab.paths import project_path
+from lab.rag.pipeline import open_pipeline, resolve_models
 
 FIXTURES = ROOT / "tests" / "fixtures"
 
@@ -117,13 +117,13 @@ def main() -> int:
         samples, finals, _ = retrieve_stage(cfg, rows, pipe, timer, False)
         cache = CallCache(Path(tmp) / "llm.sqlite")
         gen_backend, judge_backend = Recording(plans.generation), Recording(judge_plan)
-        gen_backend._load(), judge_backend._load()
+        gen_backend.load(), judge_backend.load()
         pipe.synthesizer.lab_llm = LabLLM(plans.generation, cache, gen_backend)
         judge_llm = LabLLM(judge_plan, cache, judge_backend)
         t0 = time.perf_counter()
         answer_stage(samples, finals, pipe.synthesizer, timer, False)
         t1 = time.perf_counter()
-        judge_stage(samples, judge_llm, judge, cfg.sample.seed, timer, False)
+        judge_stage(samples, grader(judge_llm, judge), cfg.sample.seed, timer, False)
         t2 = time.perf_counter()
 
     def raw_llm(plan):

@@ -34,19 +34,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LANCEDB_LOG", "error")  # before lancedb loads: no "No existing dataset" warnings
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from lab.progress import setup_logging  # noqa: E402
-from lab.config import load_experiment, retrieval_only  # noqa: E402
-from lab.eval.evalset import load_eval_set  # noqa: E402
-from lab.metrics.retrieval import question_scores  # noqa: E402
-from lab.models.embeddings import LabEmbedding, build_embedding  # noqa: E402
-from lab.models.resolve import resolve_hf_model  # noqa: E402
-from lab.rag.chunkers import chunk  # noqa: E402
-from lab.rag.index import open_or_build  # noqa: E402
-from lab.rag.loaders import load_folder  # noqa: E402
+from lab.progress import setup_logging
+from lab.config import load_experiment, retrieval_only
+from lab.evalsets.evalset import load_eval_set
+from lab.metrics.retrieval import question_scores
+from lab.models.embeddings import LabEmbedding, build_embedding
+from lab.models.resolve import resolve_hf_model
+from lab.rag.chunkers import chunk
+from lab.rag.index import open_or_build
+from lab.rag.loaders import load_folder
 
 INSURELLM = ROOT.parent / "shared" / "benchmarks" / "insurellm"
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -104,12 +103,12 @@ def main() -> int:
     print(f"corpus: {len(corpus.documents)} documents, {len(texts)} {base} chunks, {len(rows)} questions")
     figures: dict = {}
     failures: list[str] = []
-    loaded = LabEmbedding(resolved, None, embed_batch_size=cfg.embedding.batch_size)._load()
+    loaded = LabEmbedding(resolved, None, embed_batch_size=cfg.embedding.batch_size).load()
 
     def lab_embedding(embedding_cfg=cfg.embedding) -> LabEmbedding:
         """A cache-less lab embedding sharing one loaded model: time the work, not the load."""
         emb = build_embedding(embedding_cfg, resolved, None)
-        emb._model = loaded
+        emb.use_loaded(loaded)
         return emb
 
     # 1. index build ------------------------------------------------------------------------------

@@ -46,12 +46,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("LANCEDB_LOG", "error")  # before lancedb loads: no deprecation chatter per query
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import scale_data  # noqa: E402
-from scale_data import peak_rss_mb, recall_at_k  # noqa: E402
+import scale_data
+from scale_data import peak_rss_mb, recall_at_k
 
 K = 10
 TABLE = "chunks"

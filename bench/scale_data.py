@@ -108,7 +108,6 @@ def embed_real(max_chunks: int | None = None, max_questions: int | None = None, 
     from langchain_text_splitters import RecursiveCharacterTextSplitter
     from sentence_transformers import SentenceTransformer  # deferred: torch
 
-    sys.path.insert(0, str(ROOT))
     from lab.models.resolve import resolve_hf_model
 
     splitter = RecursiveCharacterTextSplitter(chunk_size=CHUNK_CHARS, chunk_overlap=0)

@@ -32,3 +32,7 @@ class DataError(LabError):
 
 class ModelNotFoundError(LabError):
     """A model named by a config cannot be resolved to weights on this machine."""
+
+
+class CacheError(LabError):
+    """A cache entry is damaged and can be neither set aside nor used."""

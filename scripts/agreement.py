@@ -12,7 +12,7 @@ over questions; :mod:`lab.metrics.agreement`).
 
 Configs: the experiments named by ``--configs`` plus two chunk sizes of turn13 (``--sizes``),
 written as ``extends: turn13`` configs into the output folder. Writes ``agreement.json`` and
-``agreement.md`` (the table the README shows) into ``--out``.
+``agreement.md`` (the table docs/own-documents.md shows) into ``--out``.
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from lab.metrics.agreement import rank_agreement  # noqa: E402
+from lab.metrics.agreement import rank_agreement
 
 CONFIGS = ["turn13", "turn18", "fixed-token", "bm25", "hybrid", "hybrid-rrf", "keyword-rerank", "turn13-optimized"]
 METRICS = ["mrr", "ndcg", "span_recall"]

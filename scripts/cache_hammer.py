@@ -26,10 +26,9 @@ from types import SimpleNamespace
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from lab import caches  # noqa: E402
-from lab.caches import CallCache, VectorCache  # noqa: E402  (after the path: runs from a checkout)
+from lab import caches
+from lab.caches import CallCache, VectorCache
 
 DIM = 384  # all-MiniLM-L6-v2's width: rows the size the lab writes
 

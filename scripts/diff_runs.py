@@ -8,7 +8,8 @@ For each experiment NAME, the latest run under each reports folder is compared:
   judgements), except the per-question ``timings``;
 - ``results.json``: metrics, per-category metrics, the config and its fingerprint, the index
   key, the eval set's and corpus's hashes, and every counter that is not about this machine's
-  caches; left out: run id, times, environment (commit, versions), whether the index or the
+  caches (LLM calls, cache hits and the tokens of the calls computed); left out: run id, times,
+  environment (commit, versions), whether the index or the
   embeddings were served from the cache, and the absolute paths of the knowledge base and eval
   set (the two checkouts live in different folders; the config's own paths are compared);
 - ``report.html``: the BEFORE run's page re-rendered by the current code from BEFORE's files
@@ -26,10 +27,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from lab.paths import resolve_run  # noqa: E402
-from lab.report.html import render_run  # noqa: E402
+from lab.paths import resolve_run
+from lab.report.html import render_run
 
 #: results.json keys that describe the machine, the moment or the cache, not the run's outcome.
 VOLATILE = {"run_id", "created_at", "timings", "environment"}
@@ -45,6 +45,10 @@ def _samples(folder: Path) -> list[dict]:
             if isinstance(r.get(key), dict):
                 r[key].pop("seconds", None)
                 r[key].pop("cached", None)
+        for part in (r.get("calibration") or {}).values():  # the calibration's judgements, as above
+            if isinstance(part, dict):
+                part.pop("seconds", None)
+                part.pop("cached", None)
     return rows
 
 
@@ -56,7 +60,7 @@ def _results(folder: Path) -> dict:
     r["index"] = {k: v for k, v in r["index"].items() if k not in ("reused", "texts_embedded", "path")}
     r["counters"] = {k: v for k, v in r["counters"].items() if k not in CACHE_COUNTERS and not k.startswith("llm_")}
     for usage in (r.get("llm_usage") or {}).values():
-        for k in ("calls", "cached", "seconds"):
+        for k in ("calls", "cached", "seconds", "prompt_tokens", "completion_tokens"):  # computed calls only
             usage.pop(k, None)
     return r
 

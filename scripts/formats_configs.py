@@ -19,10 +19,9 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-from lab.config import load_experiment  # noqa: E402
-from lab.errors import LabError  # noqa: E402
+from lab.config import load_experiment
+from lab.errors import LabError
 
 
 def write_configs(names: list[str], experiments: Path, out: Path, source: str = "formats-mixed") -> list[Path]:

@@ -18,7 +18,6 @@ ROOT = Path(__file__).resolve().parents[1]
 def main() -> None:
     import sys
 
-    sys.path.insert(0, str(ROOT))
     from lab.config import load_experiment
     from lab.rag.chunkers import chunk
     from lab.rag.loaders import load_folder

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lab.eval.judge import calibration_summary
+from lab.judge.rubric import calibration_summary
 from lab.metrics.aggregate import by_category, mean_table
 
 SCRIPT_CHUNK = ('Claims desk <b>bold</b> <script>window.__pwned = 1; document.title = "pwned"</script> '
@@ -130,3 +130,22 @@ def write_pair(root: Path, **kw) -> tuple[Path, Path]:
     a = write_run(root, "base", "20261122-100000", MRR_A, ACC_A, "A", **kw)
     b = write_run(root, "better", "20261122-110000", MRR_B, ACC_B, "B")
     return a, b
+
+
+#: Labels of run A's answers (people's verdicts) and the weighted kappa they give against its judge,
+#: worked out by hand in tests/metrics/test_human.py.
+LABELS = {
+    "q01": {"label": "correct", "accuracy": None},  # 5 vs 4: correct / correct
+    "q02": {"label": "partly", "accuracy": None},  # 3 vs 4: partly / correct
+    "q03": {"label": "partly", "accuracy": None},  # 3 vs 3: partly / partly
+    "q04": {"label": "wrong", "accuracy": None},  # 1 vs 3: wrong / partly
+    "q05": {"label": "correct", "accuracy": None},  # the judgement failed: left out
+    "q11": {"label": "wrong", "accuracy": None},  # 1 vs 1
+    "q13": {"label": "correct", "accuracy": 4},  # temporal, 4 vs 4
+    "q15": {"label": "wrong", "accuracy": None},  # temporal, 1 vs 1
+}
+# 7 pairs; rows human w/p/c, columns judge: [[2, 1, 0], [0, 1, 1], [0, 0, 2]]; rows 3 2 2, columns 2 2 3.
+# observed: 0.5 + 0.5 = 1; chance: [0.5*3*2 + 1*3*3 + 0.5*2*2 + 0.5*2*3 + 1*2*2 + 0.5*2*2] / 7 = 23/7
+# kappa = 1 - 7/23 = 16/23. direct_fact (q01-q04, q11): [[1,1,0],[0,1,1],[0,0,1]], rows 2 2 1, cols 1 2 2:
+# observed 1, chance (0.5*2*2 + 1*2*2 + 0.5*2*1 + 0.5*2*2 + 1*1*1 + 0.5*1*2) / 5 = 11/5: kappa 6/11.
+KAPPA, KAPPA_DIRECT = 16 / 23, 6 / 11

@@ -1,13 +1,15 @@
-"""The README's "How to add a component" recipes, followed on a copy of the lab.
+"""The docs' "How to add a component" recipes (docs/extending.md), followed on a copy of the lab.
 
-A chunker, a retriever, a reranker and a metric are added by editing exactly the files the README
+A chunker, a retriever, a reranker, a metric, a judge method and an eval-set importer are added by
+editing exactly the files the docs
 names (the edits are the recipes' steps, as text), then an experiment using all four runs through
 the CLI and the test checks what landed on disk. When the code moves, an anchor below stops
-matching and this test fails: update the recipe and the README together.
+matching and this test fails: update the recipe and docs/extending.md together.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -24,7 +26,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 pytestmark = pytest.mark.slow
 
 CHUNKER_CONFIG = '''
-class ParagraphChunker(Strict):
+class ParagraphChunker(ChunkerBase):
     """One chunk per paragraph (blank-line separated)."""
 
     name: Literal["paragraph"]
@@ -117,6 +119,34 @@ def hit_at_1(keywords: Sequence[str], texts: Sequence[str]) -> float:
     return sum(1 for k in keywords if texts and _contains(texts[0], k)) / len(keywords)
 '''
 
+JUDGE_METHOD_CODE = '''
+
+def _length(g, item, answer, scores_only):
+    """A judge without a model: one point per five words, from 1 to 5."""
+    score = float(min(5, 1 + len(answer.split()) // 5))
+    return {"status": "ok", "accuracy": score, "completeness": score, "relevance": score,
+            "feedback": f"{len(answer.split())} words", "attempts": 1, "cached": True,
+            "prompt_tokens": 0, "completion_tokens": 0}
+
+
+METHODS.register("length")(JudgeMethod(lambda rubric, where: MethodPrompts(rubric, {}), _length))
+'''
+IMPORTER_CODE = '''
+
+def _from_tsv(source, category, extra):
+    """question <TAB> reference answer <TAB> keywords separated by ';', one question a line."""
+    rows = []
+    for n, line in enumerate(source.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            question, answer, keywords = line.split("\\t")
+            rows.append((f"{source} line {n}", {"question": question, "reference_answer": answer,
+                                                "keywords": keywords.split(";"), "category": category}))
+    return rows, {}, {}
+
+
+IMPORTERS.register("tsv")(Importer(_from_tsv, {}))
+'''
+
 
 def insert(path: Path, anchor: str, text: str, after: bool = False) -> None:
     body = path.read_text(encoding="utf-8")
@@ -159,6 +189,14 @@ def follow_the_recipes(lab: Path) -> None:
             "from lab.metrics.retrieval import KEYWORD_METRICS, hit_at_1, question_scores")
     insert(stages, '        scores["context_chars"] = sum(len(t) for t in texts)\n',
            '        scores["hit_at_1"] = hit_at_1(row.keywords, texts)\n', after=True)
+    # judge method: 2 files
+    replace(lab / "config" / "schema.py", 'JUDGE_METHODS = ("rubric", "rubric-expected", "per-dimension", "claims")',
+            'JUDGE_METHODS = ("rubric", "rubric-expected", "per-dimension", "claims", "length")')
+    insert(lab / "judge" / "methods.py", "assert set(METHODS.names()) == set(JUDGE_METHODS)", JUDGE_METHOD_CODE.lstrip() + "\n\n")
+    # importer: 1 file
+    insert(lab / "evalsets" / "interop.py",
+           'IMPORTERS.register("csv")(Importer(lambda source, category, extra: _from_csv(source, category), {}))\n',
+           IMPORTER_CODE, after=True)
 
 
 def changed_files(original: Path, copy: Path) -> set[str]:
@@ -176,7 +214,8 @@ def test_a_chunker_a_retriever_a_reranker_and_a_metric_added_as_the_readme_says(
     follow_the_recipes(copy)
     assert changed_files(ROOT / "lab", copy) == {
         "lab/config/components.py", "lab/rag/chunkers.py", "lab/rag/retrievers.py", "lab/rag/postprocess.py",
-        "lab/metrics/catalog.py", "lab/metrics/retrieval.py", "lab/eval/stages.py"}
+        "lab/metrics/catalog.py", "lab/metrics/retrieval.py", "lab/eval/stages.py", "lab/config/schema.py",
+        "lab/judge/methods.py", "lab/evalsets/interop.py"}
 
     project = tmp_path / "project"
     shutil.copytree(FIXTURES, project)
@@ -210,3 +249,29 @@ def test_a_chunker_a_retriever_a_reranker_and_a_metric_added_as_the_readme_says(
     overall = results["metrics"]["overall"]["hit_at_1"]
     assert overall["n"] == len(samples)
     assert overall["mean"] == pytest.approx(sum(s["metrics"]["hit_at_1"] for s in samples) / len(samples))
+
+    # the judge method: the config accepts it, and the run's grader grades with it (no model call)
+    code = ("from pathlib import Path\n"
+            "from lab.config import load_experiment\n"
+            "from lab.judge.methods import grader\n"
+            "from lab.judge.rubric import judge_item, resolve_judge\n"
+            "cfg = load_experiment('small', Path('experiments'), {'judge': {'method': 'length'}})\n"
+            "grade = grader(None, resolve_judge(cfg.judge, Path('.')))\n"
+            "item = judge_item({'id': 'q', 'category': 'c', 'question': 'Q?', 'reference_answer': 'R.'})\n"
+            "rec = grade(item, 'one two three four five six seven')\n"
+            "print(grade.method, grade.version, rec['accuracy'], rec['feedback'], grade.scores(item, 'x'))\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split("\n")[0] == ("length length:judge-v1 2.0 7 words "
+                                       "{'accuracy': 1.0, 'completeness': 1.0, 'relevance': 1.0}")
+
+    # the importer: `lab import tsv` lists it and writes validated rows
+    tsv = project / "questions.tsv"
+    tsv.write_text("Who founded Harrowfield?\tMaxine did.\tMaxine;Harrowfield\n\nWhen?\tIn 2015.\t2015\n",
+                   encoding="utf-8")
+    p = subprocess.run([sys.executable, "-m", "lab", "import", "tsv", str(tsv), "--out", "imported.jsonl"],
+                       cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(line) for line in (project / "imported.jsonl").read_text().splitlines()]
+    assert [(r["question"], r["keywords"], r["category"]) for r in rows] == [
+        ("Who founded Harrowfield?", ["Maxine", "Harrowfield"], "direct_fact"), ("When?", ["2015"], "direct_fact")]

@@ -26,7 +26,7 @@ def lint(project: Path) -> subprocess.CompletedProcess:
 def test_the_import_contracts_hold():
     out = lint(ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "Contracts: 5 kept, 0 broken" in out.stdout
+    assert "Contracts: 8 kept, 0 broken" in out.stdout
 
 
 def test_an_upward_import_breaks_the_contract(tmp_path):
@@ -144,3 +144,24 @@ def test_the_house_has_few_rooms_at_the_top_and_no_oversized_module():
     assert len(top) <= 10, top
     sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines()) for p in LAB.rglob("*.py")}
     assert {p: n for p, n in sizes.items() if n > 420} == {}
+
+
+def test_the_judge_importing_an_eval_set_module_breaks_their_independence(tmp_path):
+    """Eval sets and the judge sit side by side: the judge reaching into an eval-set module fails."""
+    shutil.copytree(LAB, tmp_path / "lab", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    perturb = tmp_path / "lab" / "judge" / "perturb.py"
+    perturb.write_text(perturb.read_text(encoding="utf-8") + "\nimport lab.evalsets.excerpts  # noqa\n", encoding="utf-8")
+    out = lint(tmp_path)
+    assert out.returncode == 1
+    assert "eval sets and the judge are independent" in out.stdout and "BROKEN" in out.stdout, out.stdout
+
+
+def test_the_run_files_module_reading_a_report_module_breaks_its_contract(tmp_path):
+    shutil.copytree(LAB, tmp_path / "lab", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    runfiles = tmp_path / "lab" / "runfiles.py"
+    runfiles.write_text(runfiles.read_text(encoding="utf-8") + "\nimport lab.report.html  # noqa\n", encoding="utf-8")
+    out = lint(tmp_path)
+    assert out.returncode == 1
+    assert "the run files' schema and reader are a leaf" in out.stdout, out.stdout

@@ -7,11 +7,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from lab.cli import options
 from lab.errors import LabError
 from lab.metrics import catalog
 from lab.paths import resolve_run
-from lab.report.html import load_run
-from lab.report.power import ALPHA, POWER, RHO, plan, plan_lines
+from lab.runfiles import load_run
+from lab.stats.power import ALPHA, POWER, RHO, plan, plan_lines
 
 
 def add_parsers(sub: Any, common: Any) -> None:
@@ -30,14 +31,14 @@ def add_parsers(sub: Any, common: Any) -> None:
                     help="an experiment NAME (its latest run) or a run folder; twice for the observed paired sd")
     pw.add_argument("--delta", type=float, help="the mean difference to detect, in the metric's units "
                                                 "(0.03 = 0.03 MRR, or 3 points of coverage)")
-    pw.add_argument("--metric", default="mrr", help="the metric (default: mrr)")
+    options.metric(pw, "the metric")
     pw.add_argument("--category", help="one category only (default: overall and every category)")
     pw.add_argument("--power", type=float, default=POWER, help=f"the power wanted (default {POWER:g})")
     pw.add_argument("--alpha", type=float, default=ALPHA, help=f"two-sided significance level (default {ALPHA:g})")
     pw.add_argument("--rho", type=float, default=RHO,
                     help="with one run: the assumed correlation of two pipelines' per-question values "
                          f"(default {RHO:g})")
-    pw.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
+    options.reports(pw)
 
 
 def cmd_power(args: argparse.Namespace) -> int:

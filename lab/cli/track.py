@@ -5,13 +5,14 @@ here imports mlflow until tracking is asked for (lab.report.tracking imports it 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
+from lab.cli import options
 from lab.errors import LabError
 from lab.paths import resolve_run
 from lab.report import tracking as tr
+from lab.runfiles import read_results
 
 
 def add_parsers(sub: Any, common: Any) -> None:
@@ -31,7 +32,7 @@ def add_parsers(sub: Any, common: Any) -> None:
                                  f"else sqlite:///{tr.DEFAULT_DB} in the project root")
     p.add_argument("--experiment", metavar="NAME",
                    help="MLflow experiment (default: the run's tracking.experiment, else its lab experiment name)")
-    p.add_argument("--reports", type=Path, default=Path("reports"), help="reports folder (default: reports)")
+    options.reports(p)
     common(p)
 
 
@@ -84,7 +85,7 @@ def cmd_track(args: argparse.Namespace) -> int:
     tr.import_mlflow()  # fails first, with the fix, when the extra is missing
     folders = [resolve_run(ref, args.reports) for ref in args.runs]
     for folder in folders:
-        config = json.loads((folder / "results.json").read_text(encoding="utf-8")).get("config") or {}
+        config = read_results(folder).get("config") or {}
         uri, experiment = _destination(args, config.get("tracking"))
         print(_line(f"{folder.parent.name}/{folder.name}", tr.log_run(folder, uri, experiment)))
     return 0

@@ -38,27 +38,29 @@ from lab.config.load import (
     retrieval_only,
     set_path,
 )
+from lab.config.answering import (
+    CharBudgetContext,
+    ContextConfig,
+    GenerationConfig,
+    LLMConfig,
+    QueryConfig,
+    TokenBudgetContext,
+    TopNContext,
+)
 from lab.config.schema import (
     DEFAULT_CATEGORIES,
     SCHEMA_VERSION,
-    CharBudgetContext,
-    ContextConfig,
     DataConfig,
     ExperimentConfig,
     GateConfig,
-    GenerationConfig,
     HeadersConfig,
     JudgeConfig,
-    LLMConfig,
     MergeConfig,
     MetricsConfig,
-    QueryConfig,
     RagasConfig,
     ReportConfig,
     SampleConfig,
     SummaryConfig,
-    TokenBudgetContext,
-    TopNContext,
     TrackingConfig,
 )
 

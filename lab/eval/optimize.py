@@ -24,10 +24,11 @@ import optuna
 
 from lab.config import ExperimentConfig, load_experiment, merge, retrieval_only, set_path
 from lab.errors import ConfigError
-from lab.eval.holdout import DEV_FRACTION, SEED, held_out_check, write_split
+from lab.evalsets.holdout import DEV_FRACTION, SEED, held_out_check, write_split
 from lab.eval.parallel import Workers, windowed
 from lab.eval.runner import RunOptions
 from lab.eval.sweep import config_value, run_point
+from lab.metrics.catalog import DEFAULT_METRIC
 from lab.paths import write_atomic
 from lab.progress import Ticker
 from lab.report.sweep import render_sweep
@@ -65,7 +66,7 @@ def parse_range(spec: str) -> Range:
 
 
 def run_optimize(name: str, experiments_dir: Path, ranges: list[Range], base_overrides: dict, opts: RunOptions,
-                 metric: str = "mrr", trials: int = 12, dev_fraction: float = DEV_FRACTION, seed: int = SEED,
+                 metric: str = DEFAULT_METRIC, trials: int = 12, dev_fraction: float = DEV_FRACTION, seed: int = SEED,
                  write_config: bool = True, workers: int = 1, ray_address: str | None = None) -> dict:
     """The search; ``workers`` > 1 runs that many trials at once as Ray tasks. Trials are asked
     and told in order (:func:`lab.eval.parallel.windowed`), so a search with the same seed and

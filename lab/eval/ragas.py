@@ -43,12 +43,13 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from lab.errors import DataError
+from lab.metrics.catalog import RAGAS_METRICS as RAGAS_NAMES
 from lab.progress import progress
 from lab.registry import Registry
 
 log = logging.getLogger(__name__)
 
-RAGAS_METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall")
+RAGAS_METRICS = tuple(RAGAS_NAMES)
 ROW_KEYS = ("id", "question", "answer", "contexts", "reference")
 MAX_OUTPUT_IN_ERROR = 300
 

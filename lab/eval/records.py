@@ -1,9 +1,4 @@
-"""The run files' schema, and their only writer.
-
-A run folder ``reports/<NAME>/<run-id>/`` holds ``config.yaml`` (the resolved config),
-``results.json`` (:class:`Results`), ``samples.jsonl`` (one :class:`Sample` per line), the report
-and the per-question exports. The keys below are a contract: reports of old runs are rendered and
-compared from them, so a key is added (optional), never renamed or removed.
+"""The run files' only writer (their schema and reader: :mod:`lab.runfiles`).
 
 :func:`write_run` writes the folder under a temporary name and renames it into place when
 complete: a folder that exists is a finished run.
@@ -20,7 +15,6 @@ import sys
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import TypedDict
 
 from llama_index.core.schema import NodeWithScore
 
@@ -31,9 +25,8 @@ from lab.errors import LabError
 from lab.paths import inside
 from lab.rag.postprocess import score_float
 from lab.report.html import render_run
+from lab.runfiles import Results, Retrieved, Sample
 
-#: ``results.json``'s ``schema_version``.
-RESULTS_SCHEMA = 1
 #: Packages whose versions every run records.
 PACKAGES = (
     "llama-index-core",
@@ -47,107 +40,12 @@ PACKAGES = (
 )
 
 
-# ---------------------------------------------------------------------------------------------
-# samples.jsonl
-
-
-class Retrieved(TypedDict):
-    """A chunk the pipeline sent on, at its final rank."""
-
-    rank: int
-    id: str
-    source: str | None
-    page: str | None
-    doc_type: str | None
-    score: float | None
-    first_stage_rank: int
-    first_stage_score: float | None
-    start_char_idx: int | None
-    end_char_idx: int | None
-    text: str
-
-
-class Sample(TypedDict, total=False):
-    """One question. Always: id, question, category, keywords, reference_answer, keyword_ranks,
-    metrics, retrieved, first_stage, timings. The rest when a stage that writes it ran:
-    references and span_chars (golden spans), query_rewrites (the query section), rerank
-    (auto-activation), semantic_cache,
-    low_confidence (guardrail), context and answer (generation), judgement and calibration
-    (judge), ragas."""
-
-    id: str
-    question: str
-    category: str
-    keywords: list[str]
-    reference_answer: str
-    keyword_ranks: dict[str, int | None]
-    metrics: dict[str, float | int | None]  # metric name (lab.metrics.catalog) -> value
-    retrieved: list[Retrieved]
-    first_stage: list[dict] | None  # [{id, score}] before reranking; None without a reranker
-    timings: dict[str, float | None]
-    references: list[dict]  # [{source, start, end}]
-    query_rewrites: list[str]  # the LLM's rewrites of the question (query: multi_query)
-    span_chars: int | None
-    rerank: dict  # {fired, why}
-    semantic_cache: dict  # {hit, of?, similarity?}
-    low_confidence: bool
-    context: dict
-    answer: dict
-    judgement: dict
-    calibration: dict | None
-    judge_checks: dict
-    repeatability: dict
-    ragas: dict
-
-
 def retrieved_record(rank: int, n: NodeWithScore, first_rank: tuple[int, float | None]) -> Retrieved:
     node = n.node
     return Retrieved(rank=rank, id=node.node_id, source=node.metadata.get("source"), page=node.metadata.get("page"),
                      doc_type=node.metadata.get("doc_type"), score=score_float(n.score), first_stage_rank=first_rank[0],
                      first_stage_score=score_float(first_rank[1]), start_char_idx=node.start_char_idx,
                      end_char_idx=node.end_char_idx, text=node.get_content())
-
-
-# ---------------------------------------------------------------------------------------------
-# results.json
-
-
-class Results(TypedDict, total=False):
-    """A run's aggregates and provenance. Always: schema_version, name, run_id, created_at,
-    description, config, config_fingerprint, sample, data, index, models, metrics, counters,
-    llm_usage, cost_usd, timings, environment. The rest when the stage ran: guardrail,
-    rerank_activation, labels, answers, judge, calibration, judge_checks (the perturbation checks:
-    {n, seed, method, summary, items, differs}), repeatability (judge.repeats / generation.repeats:
-    {judge_repeats, answer_repeats, temperature, method, deterministic, n_questions, by_dimension}), ragas; not_scored when a metric is n/a for some
-    questions ({metric: {n, why, ids}})."""
-
-    schema_version: int
-    name: str
-    run_id: str | None
-    created_at: str
-    description: str
-    config: dict
-    config_fingerprint: str
-    sample: dict  # {is_sample, n_questions, n_total, limit, seed}
-    data: dict  # {knowledge_base, corpus_sha256, n_documents, n_chars, skipped_files, eval_set, eval_sha256, categories}
-    index: dict  # {key, path, reused, n_chunks, chunk_chars_mean, texts_embedded}
-    models: dict  # {embedding, reranker, generation, judge}
-    metrics: dict  # {k, overall: {metric: {mean, n}}, by_category: {category: {n, metric: {mean, n}}}}
-    guardrail: dict
-    rerank_activation: dict
-    labels: dict
-    answers: dict
-    judge: dict
-    calibration: dict | None
-    judge_checks: dict
-    repeatability: dict
-    ragas: dict
-    not_scored: dict
-    counters: dict[str, int]
-    llm_usage: dict[str, dict]
-    cost_usd: float | None
-    timings: dict[str, float]
-    environment: dict
 
 
 def environment(project_root: Path) -> dict:
@@ -229,12 +127,3 @@ def _write_run(results: Results, samples: list[Sample], cfg: ExperimentConfig, r
                        f"{exc.strerror or exc}",
                        hint=f"free disk space; meanwhile pass the folder itself: lab show {base / run_id}") from None
     return base / run_id
-
-
-def read_results(run_dir: Path) -> Results:
-    return json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
-
-
-def overall_means(results: Results) -> dict[str, float | None]:
-    """metric -> overall mean, what sweeps and searches compare."""
-    return {m: v["mean"] for m, v in results["metrics"]["overall"].items()}

@@ -13,19 +13,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.config import ExperimentConfig
-from lab.eval.evalset import check_references, load_eval_set, stratified_sample
-from lab.eval.judge import JudgePlan, calibration_summary, resolve_judge
-from lab.eval.judge_checks import paraphraser_for
-from lab.eval.judge_methods import grader
-from lab.eval.repeats import repeat_judgements
-from lab.eval.records import RESULTS_SCHEMA, Results, Sample, environment, write_run
-from lab.eval.stages import Timer, ann_stage, answer_stage, judge_stage, ragas_stage, retrieve_stage
+from lab.evalsets.evalset import EvalRow, EvalSet, check_references, load_eval_set, stratified_sample
+from lab.judge.rubric import JudgePlan, resolve_judge
+from lab.judge.checks import paraphraser_for
+from lab.judge.methods import grader
+from lab.judge.repeats import repeat_judgements
+from lab.eval.records import environment, write_run
+from lab.runfiles import RESULTS_SCHEMA, Results, Sample
+from lab.eval.stages import (Timer, ann_stage, answer_stage, judge_sections, judge_stage, ragas_stage,
+                             retrieval_sections, retrieve_stage)
 from lab.metrics import catalog
 from lab.metrics.aggregate import by_category, mean_table
 from lab.metrics.labels import labelled_ids, load_labels
-from lab.metrics.perturbation import differs
-from lab.metrics.retrieval import KEYWORD_METRICS
-from lab.models.llm import build_llm
+from lab.models.llm import LabLLM, build_llm
 from lab.paths import project_path
 from lab.progress import run_all
 from lab.rag.index import IndexHandle, table_ids
@@ -44,59 +44,39 @@ class RunOptions:
 
 
 def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
+    """Run ``cfg`` end to end and write its run folder: the stages fill the samples and return
+    their sections of ``results.json``, which this function only assembles."""
     timer = Timer()
     started = time.time()
     t_start = time.perf_counter()
     # --- start-up: resolve models and validate inputs before any heavy work -------------------
     plans = resolve_models(cfg, opts.project_root)
     judge = resolve_judge(cfg.judge, opts.project_root)
-    eval_path = project_path(opts.project_root, cfg.data.eval_set)
-    label_path = project_path(opts.project_root, cfg.data.labels) if cfg.data.labels else None
-    eval_set = load_eval_set(eval_path, cfg.data.categories, labelled_ids(label_path) if label_path else ())
-    rows = eval_set.rows
-    if cfg.sample.limit:
-        rows = stratified_sample(rows, cfg.sample.limit, cfg.sample.seed)
-    labels = None
-    if cfg.data.labels:
-        labels = load_labels(label_path, [r.id for r in eval_set.rows])
-
+    questions = _questions(cfg, opts.project_root)
     t_load = time.perf_counter()
     corpus = load_corpus(cfg, opts.project_root)
-    check_references(eval_set, {d.metadata["source"]: d.text for d in corpus.documents})
+    check_references(questions.eval_set, {d.metadata["source"]: d.text for d in corpus.documents})
     timer["load_s"] = time.perf_counter() - t_load
 
     # --- index, retrieve, rerank, score -----------------------------------------------------------
     pipe = open_pipeline(cfg, plans, opts.project_root, opts.cache_root, opts.show_progress, corpus=corpus)
     timer.update(pipe.timings)
-    samples, finals, query_counters = retrieve_stage(cfg, rows, pipe, timer, opts.show_progress, labels)
-
+    samples, finals, query_counters = retrieve_stage(cfg, questions.rows, pipe, timer, opts.show_progress,
+                                                     questions.labels)
     extra: dict = {}
-    ann = ann_stage(cfg, rows, pipe, timer)
+    ann = ann_stage(cfg, questions.rows, pipe, timer)
     if ann is not None:  # only with an index.ann section: results of runs without one keep their keys
         extra["ann"] = ann
-    if cfg.guardrail is not None:
-        flagged = [s["id"] for s in samples if s.get("low_confidence")]
-        extra["guardrail"] = {"min_top_score": cfg.guardrail.min_top_score,
-                              "suppress_generation": cfg.guardrail.suppress_generation,
-                              "n_flagged": len(flagged), "flagged_ids": flagged}
-    if any("rerank" in s for s in samples):
-        fired = [s for s in samples if s["rerank"]["fired"]]
-        extra["rerank_activation"] = {
-            "n_fired": len(fired), "n": len(samples),
-            "why": {w: sum(w in s["rerank"]["why"] for s in fired) for w in ("long", "low", "flat")}}
-
-    # --- answer, judge ------------------------------------------------------------------------------
-    judge_llm = paraphraser = None
+    extra.update(retrieval_sections(cfg, samples))
     metric_names = list(catalog.names(group="retrieval"))
-    no_keywords = [s["id"] for s in samples if not s["keywords"]]
-    if no_keywords:  # the reason beside the n/a, in results and reports
-        extra["not_scored"] = {m: {"n": len(no_keywords), "why": "no keywords in the eval row",
-                                   "ids": no_keywords} for m in KEYWORD_METRICS}
     if any(s.get("references") for s in samples):  # eval rows with golden spans
         metric_names += catalog.names(group="spans")
-    if labels is not None:
+    if questions.labels is not None:
         metric_names += catalog.names(group="labels")
-        extra["labels"] = _labels_summary(cfg.data.labels, labels, pipe.handle)
+        extra["labels"] = _labels_summary(cfg.data.labels, questions.labels, pipe.handle)
+
+    # --- answer, judge, ragas ---------------------------------------------------------------------
+    judge_llm = paraphraser = None
     if pipe.synthesizer is not None:
         suppress = cfg.guardrail is not None and cfg.guardrail.suppress_generation
         answer_stage(samples, finals, pipe.synthesizer, timer, opts.show_progress, suppress)
@@ -105,20 +85,16 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     if judge is not None:
         judge_llm = build_llm(judge.llm, opts.cache_root)
         paraphraser = paraphraser_for(pipe.generator)
-        checks = judge_stage(samples, judge_llm, judge, cfg.sample.seed, timer, opts.show_progress,
-                             paraphraser, [r.reference_answer for r in eval_set.rows])
+        grade = grader(judge_llm, judge)  # once per run: its method's prompts are loaded once
+        checks = judge_stage(samples, grade, cfg.sample.seed, timer, opts.show_progress,
+                             paraphraser, [r.reference_answer for r in questions.eval_set.rows])
         metric_names += catalog.names(group="judge")
-        failed = [s["id"] for s in samples if s["judgement"]["status"] == "failed"]
-        extra["judge"] = {"n_judged": len(samples) - len(failed), "n_failed": len(failed), "failed_ids": failed}
-        extra["calibration"] = calibration_summary(samples)
-        if checks is not None:
-            real = [s["judgement"] for s in samples if s["judgement"]["status"] == "ok"]
-            extra["judge_checks"] = {**checks, "differs": differs(real)}
+        extra.update(judge_sections(samples, checks))
         answer_repeats = cfg.generation.repeats if cfg.generation is not None else None
         if cfg.judge.repeats or answer_repeats:
             with timer.stage("repeats_s"):
                 extra["repeatability"] = repeat_judgements(
-                    samples, judge_llm, judge, pipe.synthesizer, answer_repeats, grader(judge_llm, judge),
+                    samples, judge_llm, judge, pipe.synthesizer, answer_repeats, grade,
                     lambda fn, keys: run_all(fn, keys, "repeats", opts.show_progress, judge_llm.concurrency))
     if cfg.ragas is not None:
         ragas_llm = judge_llm or build_llm(plans.generation, opts.cache_root)
@@ -127,30 +103,69 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
         metric_names += [f"ragas_{m}" for m in cfg.ragas.metrics]
 
     # --- aggregate and write --------------------------------------------------------------------
-    metric_rows = [{"category": s["category"], **s["metrics"]} for s in samples]
-    per_category = by_category(metric_rows, metric_names, cfg.data.categories)
-    if "judge" in extra:
+    metrics = _metrics(cfg, samples, metric_names, judged="judge" in extra)
+    usage = _usage(pipe, judge_llm, getattr(paraphraser, "lab_llm", None) if judge is not None else None)
+    timer["total_s"] = time.perf_counter() - t_start
+    results = _results(cfg, opts, started, questions, pipe, _models(cfg, plans, judge, pipe), metrics, extra,
+                       {**pipe.counters(), **query_counters}, usage, timer)
+    return write_run(results, samples, cfg, opts.reports_root)
+
+
+@dataclass
+class Questions:
+    """The run's questions, validated at start-up: the eval set, the rows asked (its stratified
+    sample under ``sample.limit``) and the chunk labels, if any."""
+
+    eval_path: Path
+    eval_set: EvalSet
+    rows: list[EvalRow]
+    labels: dict | None
+
+
+def _questions(cfg: ExperimentConfig, project_root: Path) -> Questions:
+    eval_path = project_path(project_root, cfg.data.eval_set)
+    label_path = project_path(project_root, cfg.data.labels) if cfg.data.labels else None
+    eval_set = load_eval_set(eval_path, cfg.data.categories, labelled_ids(label_path) if label_path else ())
+    rows = eval_set.rows
+    if cfg.sample.limit:
+        rows = stratified_sample(rows, cfg.sample.limit, cfg.sample.seed)
+    labels = load_labels(label_path, [r.id for r in eval_set.rows]) if label_path else None
+    return Questions(eval_path, eval_set, rows, labels)
+
+
+def _metrics(cfg: ExperimentConfig, samples: list[Sample], names: list[str], judged: bool) -> dict:
+    """``results.json``'s ``metrics``: means overall and per category of ``names``."""
+    rows = [{"category": s["category"], **s["metrics"]} for s in samples]
+    per_category = by_category(rows, names, cfg.data.categories)
+    if judged:
         for cat, row in per_category.items():
             row["judge_failed"] = sum(1 for s in samples if s["category"] == cat and s["metrics"]["judge_failed"])
-    paraphrase_llm = getattr(paraphraser, "lab_llm", None) if judge is not None else None
-    usage = {role: llm.usage.as_dict() for role, llm in (("summary", pipe.summary_llm), ("query", pipe.query_llm),
-                                                         ("generation", pipe.generator),
-                                                         ("judge", judge_llm), ("paraphrase", paraphrase_llm))
-             if llm is not None and (role != "paraphrase" or llm.usage.calls + llm.usage.cached)}
+    return {"k": cfg.metrics.k, "overall": mean_table(rows, names), "by_category": per_category}
+
+
+def _usage(pipe: Pipeline, judge_llm: LabLLM | None, paraphrase_llm: LabLLM | None) -> dict[str, dict]:
+    """Each LLM role's calls, cache hits, tokens and cost (the paraphraser only when it ran)."""
+    return {role: llm.usage.as_dict() for role, llm in (("summary", pipe.summary_llm), ("query", pipe.query_llm),
+                                                        ("generation", pipe.generator),
+                                                        ("judge", judge_llm), ("paraphrase", paraphrase_llm))
+            if llm is not None and (role != "paraphrase" or llm.usage.calls + llm.usage.cached)}
+
+
+def _results(cfg: ExperimentConfig, opts: RunOptions, started: float, questions: Questions, pipe: Pipeline,
+             models: dict, metrics: dict, extra: dict, counters: dict, usage: dict, timer: Timer) -> Results:
     costs = [u["cost_usd"] for u in usage.values()]
-    timer["total_s"] = time.perf_counter() - t_start
-    results: Results = {
+    return {
         "schema_version": RESULTS_SCHEMA,
         "name": cfg.name,
-        "run_id": None,  # set below
+        "run_id": None,  # set by write_run
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "description": cfg.description,
         "config": cfg.model_dump(mode="json"),
         "config_fingerprint": cfg.fingerprint(),
         "sample": {
-            "is_sample": len(rows) < eval_set.n_total,
-            "n_questions": len(rows),
-            "n_total": eval_set.n_total,
+            "is_sample": len(questions.rows) < questions.eval_set.n_total,
+            "n_questions": len(questions.rows),
+            "n_total": questions.eval_set.n_total,
             "limit": cfg.sample.limit,
             "seed": cfg.sample.seed,
         },
@@ -160,8 +175,8 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
             "n_documents": len(pipe.corpus.documents),
             "n_chars": pipe.corpus.n_chars,
             "skipped_files": pipe.corpus.skipped,
-            "eval_set": str(eval_path),
-            "eval_sha256": eval_set.sha256,
+            "eval_set": str(questions.eval_path),
+            "eval_sha256": questions.eval_set.sha256,
             "categories": cfg.data.categories,
         },
         "index": {
@@ -172,19 +187,11 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
             "chunk_chars_mean": pipe.handle.manifest.get("chunk_chars_mean"),
             "texts_embedded": pipe.handle.embedded,
         },
-        "models": _models(cfg, plans, judge, pipe),
-        "metrics": {
-            "k": cfg.metrics.k,
-            "overall": mean_table(metric_rows, metric_names),
-            "by_category": per_category,
-        },
+        "models": models,
+        "metrics": metrics,
         **extra,
         "counters": {
-            "embeddings_computed": pipe.embed_model.counters["computed"],
-            "embeddings_cached": pipe.embed_model.counters["cached"],
-            "rerank_scores_computed": getattr(pipe.reranker, "counters", {}).get("computed", 0),
-            "rerank_scores_cached": getattr(pipe.reranker, "counters", {}).get("cached", 0),
-            **query_counters,
+            **counters,
             **{f"llm_calls_{role}": u["calls"] for role, u in usage.items()},
             **{f"llm_cached_{role}": u["cached"] for role, u in usage.items()},
         },
@@ -193,7 +200,6 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
         "timings": dict(timer),
         "environment": environment(opts.project_root),
     }
-    return write_run(results, samples, cfg, opts.reports_root)
 
 
 def _labels_summary(path: str, labels: dict, handle: IndexHandle) -> dict:

@@ -7,7 +7,6 @@ was interrupted resumes from what it stored, and a repeated run computes nothing
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from contextlib import contextmanager
@@ -16,13 +15,14 @@ from typing import Any, Iterator, Sequence
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from lab.config import ExperimentConfig, RagasConfig
-from lab.eval.evalset import EvalRow
-from lab.eval.judge import DIMENSIONS, JudgePlan, judge_questions
-from lab.eval.judge_checks import DEFAULT_CHECKS, run_checks, scorer
-from lab.eval.judge_methods import grader
+from lab.evalsets.evalset import EvalRow
+from lab.judge.checks import DEFAULT_CHECKS, run_checks
+from lab.judge.methods import Grader
+from lab.judge.rubric import DIMENSIONS, calibration_summary, judge_item, judge_questions
 from lab.eval.ragas import evaluate_ragas
 from lab.eval.records import Sample, retrieved_record
 from lab.metrics.labels import label_scores
+from lab.metrics.perturbation import differs
 from lab.metrics.retrieval import KEYWORD_METRICS, question_scores
 from lab.metrics.spans import span_scores
 from lab.models.llm import LabLLM, as_llamaindex_llm
@@ -32,7 +32,7 @@ from lab.rag.generation import LabSynthesizer
 from lab.rag.pipeline import Pipeline
 from lab.rag.postprocess import score_float
 from lab.rag.sent import sent_spans
-from lab.rag.semantic_cache import nodes_by_ids, open_semantic_cache
+from lab.rag.semantic_cache import nodes_by_ids
 
 
 class Timer(dict):
@@ -79,16 +79,11 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
     counters["query_embeddings_computed"] = embed_model.counters["computed"] - before["computed"]
     counters["query_embeddings_cached"] = embed_model.counters["cached"] - before["cached"]
     bundles = [QueryBundle(query_str=r.question, embedding=v.tolist()) for r, v in zip(rows, vectors)]
-    ann_query = pipe.handle.index.vector_store.ann_query
-    scope = pipe.handle.key if ann_query is None else f"{pipe.handle.key}:{json.dumps(ann_query, sort_keys=True)}"
-    if cfg.query is not None:  # rewritten questions retrieve otherwise: their own scope (others keep theirs)
-        scope += f":query={json.dumps(cfg.query.model_dump(mode='json'), sort_keys=True)}"
-    semantic = open_semantic_cache(cfg.caches, pipe.cache_root, scope, cfg.retriever,
-                                   embed_model.fingerprint, embed_model.query_prefix)
+    semantic = pipe.semantic  # opened with the pipeline, for `lab ask` too
     served = {i: hit for i, v in enumerate(vectors) if semantic and (hit := semantic.lookup(v)) is not None}
     with timer.stage("retrieve_s"):  # one batched LanceDB search for every question not served
         todo = [i for i in range(len(rows)) if i not in served]
-        searched = dict(zip(todo, pipe.retriever.retrieve_many([bundles[i] for i in todo])))
+        searched = dict(zip(todo, pipe.retrieve_many([bundles[i] for i in todo])))
         if served:
             searched.update({i: nodes_by_ids(pipe.handle.index.vector_store.table, hit["nodes"])
                              for i, hit in served.items()})
@@ -141,9 +136,9 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
         if refs:
             samples[-1]["references"] = [{"source": src, "start": a, "end": b} for src, a, b in refs]
             samples[-1]["span_chars"] = span_chars
-        rewrites = getattr(pipe.retriever, "rewrites", None)
+        rewrites = pipe.rewrites(row.question)
         if rewrites is not None:
-            samples[-1]["query_rewrites"] = rewrites.get(row.question, [])
+            samples[-1]["query_rewrites"] = rewrites
         if ranked.rerank is not None:  # auto-activation's decision
             samples[-1]["rerank"] = ranked.rerank
         if semantic is not None:
@@ -177,15 +172,13 @@ def answer_stage(samples: list[Sample], finals: list[list[NodeWithScore]], synth
         s["timings"]["generate_s"] = None if record["cached"] else record["seconds"]
 
 
-def judge_stage(samples: list[Sample], llm: LabLLM, plan: JudgePlan, seed: int, timer: Timer,
+def judge_stage(samples: list[Sample], grade: Grader, seed: int, timer: Timer,
                 show_progress: bool, paraphraser: Any = None, pool_texts: Sequence[str] = ()) -> dict | None:
-    """Judge every answer (and calibrate the judge); adds ``judgement``/``calibration``.
-    Returns the perturbation checks (``judge.checks`` questions; None when off)."""
-    cfg, prompt = plan.cfg, plan.prompt
-    items = [{"id": s["id"], "category": s["category"], "question": s["question"],
-              "reference": s["reference_answer"], "answer": s["answer"]["text"], "keywords": s["keywords"],
-              "answer_error": s["answer"].get("error")} for s in samples]
-    grade = grader(llm, plan)
+    """Judge every answer with the run's ``grade`` (and calibrate the judge); adds
+    ``judgement``/``calibration``. Returns the perturbation checks (``judge.checks`` questions;
+    None when off)."""
+    llm, cfg, prompt = grade.llm, grade.plan.cfg, grade.plan.prompt
+    items = [judge_item(s) for s in samples]
 
     def runner(fn: Any, keys: list[int], what: str = "judge") -> list:
         return run_all(fn, keys, what, show_progress, llm.concurrency)
@@ -196,10 +189,10 @@ def judge_stage(samples: list[Sample], llm: LabLLM, plan: JudgePlan, seed: int, 
     n_checks = DEFAULT_CHECKS if cfg.checks is None else cfg.checks
     if n_checks:
         with timer.stage("judge_checks_s"):
-            checks = run_checks(items, min(n_checks, len(items)), seed, scorer(llm, plan, None), paraphraser,
+            checks = run_checks(items, min(n_checks, len(items)), seed, grade.scores, paraphraser,
                                 pool_texts, lambda fn, keys: runner(fn, keys, "judge checks"))
         checks["method"] = grade.method
-    version = prompt.version if grade.method == "rubric" else f"{grade.method}:" + "+".join(grade.prompts.versions())
+    version = grade.version
     for s, rec in zip(samples, records):
         j = rec["judgement"]
         s["judgement"] = {**j, "prompt_version": version}
@@ -208,6 +201,39 @@ def judge_stage(samples: list[Sample], llm: LabLLM, plan: JudgePlan, seed: int, 
             s["metrics"][d] = j[d]  # None when the judgement failed: counted, not averaged
         s["metrics"]["judge_failed"] = 1 if j["status"] == "failed" else 0
     return checks
+
+
+def retrieval_sections(cfg: ExperimentConfig, samples: list[Sample]) -> dict:
+    """``results.json``'s sections about the retrieval stage: the guardrail's flags, the
+    reranker's auto-activation, and the keyword metrics' n/a reason (each only when it applies)."""
+    out: dict = {}
+    if cfg.guardrail is not None:
+        flagged = [s["id"] for s in samples if s.get("low_confidence")]
+        out["guardrail"] = {"min_top_score": cfg.guardrail.min_top_score,
+                            "suppress_generation": cfg.guardrail.suppress_generation,
+                            "n_flagged": len(flagged), "flagged_ids": flagged}
+    if any("rerank" in s for s in samples):
+        fired = [s for s in samples if s["rerank"]["fired"]]
+        out["rerank_activation"] = {
+            "n_fired": len(fired), "n": len(samples),
+            "why": {w: sum(w in s["rerank"]["why"] for s in fired) for w in ("long", "low", "flat")}}
+    no_keywords = [s["id"] for s in samples if not s["keywords"]]
+    if no_keywords:  # the reason beside the n/a, in results and reports
+        out["not_scored"] = {m: {"n": len(no_keywords), "why": "no keywords in the eval row",
+                                 "ids": no_keywords} for m in KEYWORD_METRICS}
+    return out
+
+
+def judge_sections(samples: list[Sample], checks: dict | None) -> dict:
+    """``results.json``'s sections about the judge: judged and failed counts, the calibration
+    summary and the perturbation checks (with how often completeness and relevance differ)."""
+    failed = [s["id"] for s in samples if s["judgement"]["status"] == "failed"]
+    out: dict = {"judge": {"n_judged": len(samples) - len(failed), "n_failed": len(failed), "failed_ids": failed},
+                 "calibration": calibration_summary(samples)}
+    if checks is not None:
+        real = [s["judgement"] for s in samples if s["judgement"]["status"] == "ok"]
+        out["judge_checks"] = {**checks, "differs": differs(real)}
+    return out
 
 
 def ragas_stage(samples: list[Sample], finals: list[list[NodeWithScore]], llm: LabLLM, embed_model: Any,

@@ -20,6 +20,11 @@ from lab.registry import did_you_mean
 
 #: Stages, in the order a run computes them and the run page groups them.
 GROUPS = ("retrieval", "spans", "labels", "judge", "answer", "ragas")
+#: ragas' metrics the lab computes (``ragas.metrics``), with their labels; each is ``ragas_<name>`` here.
+RAGAS_METRICS = {"faithfulness": "Faithfulness", "answer_relevancy": "Answer relevancy",
+                 "context_precision": "Context precision", "context_recall": "Context recall"}
+#: The metric a verb compares, gates or optimises when none is named.
+DEFAULT_METRIC = "mrr"
 
 #: Views: "terminal" (`lab run`/`lab show`), "table" (the run page's question table), "chart" (the
 #: run page's per-category charts, and the per-category tables of compare.html), "compare" (`lab
@@ -68,10 +73,7 @@ CATALOG: tuple[Metric, ...] = (
     Metric("relevance", "Relevance", "judge", "score", True, _SCORE, _v("terminal", "table", "compare", "sweep")),
     Metric("answer_chars", "Answer chars", "answer", "size", None),
     Metric("sent_context_chars", "Context sent (chars)", "answer", "size", None),
-    Metric("ragas_faithfulness", "Faithfulness (ragas)", "ragas", "ragas", True),
-    Metric("ragas_answer_relevancy", "Answer relevancy (ragas)", "ragas", "ragas", True),
-    Metric("ragas_context_precision", "Context precision (ragas)", "ragas", "ragas", True),
-    Metric("ragas_context_recall", "Context recall (ragas)", "ragas", "ragas", True),
+    *(Metric(f"ragas_{name}", f"{label} (ragas)", "ragas", "ragas", True) for name, label in RAGAS_METRICS.items()),
 )
 METRICS: dict[str, Metric] = {m.name: m for m in CATALOG}
 

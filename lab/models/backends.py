@@ -81,6 +81,10 @@ class LlamaCppBackend:
         self._llm: Any = None
         self._lock = threading.Lock()
 
+    def load(self) -> Any:
+        """Load the model now (it otherwise loads at its first call): benches time the work, not the load."""
+        return self._load()
+
     def _load(self) -> Any:
         if self._llm is None:
             cfg = self.plan.cfg
@@ -166,6 +170,10 @@ class OpenAIBackend:
     def __init__(self, plan: LLMPlan):
         self.plan = plan
         self._llm: Any = None
+
+    def load(self) -> Any:
+        """Load the model now (it otherwise loads at its first call): benches time the work, not the load."""
+        return self._load()
 
     def _load(self) -> Any:
         if self._llm is None:

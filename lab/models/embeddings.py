@@ -6,7 +6,8 @@ own query instructions for models it recognises by name.
 
 Every vector is stored in a SQLite table keyed by (model fingerprint, prefix, text), so a text
 is embedded once per model on a machine, whichever experiment asked for it. ``counters`` tells
-how many texts were computed versus served from the cache; runs record it.
+how many texts were computed versus served from the cache; runs record it. A cached vector that
+cannot be this model's (another length, not unit length) is computed again and replaced.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ log = logging.getLogger(__name__)
 
 #: Batches per slice of an embedding request: the unit of progress and of commits to the cache.
 SLICE_BATCHES = 8
+#: How far a cached vector's squared length may be from 1 (float32 rounding is about 1e-7).
+UNIT_TOLERANCE = 1e-3
 
 
 class LabEmbedding(BaseEmbedding):
@@ -43,6 +46,7 @@ class LabEmbedding(BaseEmbedding):
     _cache: VectorCache | None = PrivateAttr(default=None)
     _fingerprint: str = PrivateAttr(default="")
     _counters: dict = PrivateAttr(default_factory=lambda: {"computed": 0, "cached": 0})
+    _dim: int = PrivateAttr(default=0)  # the model's, once it has computed a vector
 
     def __init__(self, resolved: ResolvedModel, cache: VectorCache | None, **kwargs: Any):
         super().__init__(model_name=resolved.name, model_location=resolved.location, **kwargs)
@@ -60,6 +64,15 @@ class LabEmbedding(BaseEmbedding):
     @property
     def fingerprint(self) -> str:
         return self._fingerprint
+
+    def load(self) -> Any:
+        """Load the model now (it otherwise loads at its first use)."""
+        return self._load()
+
+    def use_loaded(self, model: Any) -> None:
+        """Share a model another LabEmbedding of the same weights has loaded (:meth:`load`), so
+        a bench times the work, not the load."""
+        self._model = model
 
     def _load(self) -> Any:
         if self._model is None:  # torch and sentence-transformers load here, on first use: heavy
@@ -86,7 +99,7 @@ class LabEmbedding(BaseEmbedding):
             hashlib.sha256(f"{self._fingerprint}\x00{prefix}\x00{t}".encode()).hexdigest() for t in texts
         ]
         cache = self._cache if use_cache else None
-        found = cache.get_many(list(set(keys))) if cache else {}
+        found = self._intact(cache.get_many(list(set(keys)))) if cache else {}
         missing = sorted({k: t for k, t in zip(keys, texts) if k not in found}.items())
         if missing:
             model = self._load()
@@ -105,6 +118,7 @@ class LabEmbedding(BaseEmbedding):
                     vecs = np.concatenate([
                         np.asarray(model._get_text_embeddings([inputs[i] for i in part[b : b + bs]]), dtype=np.float32)
                         for b in range(0, len(part), bs)])
+                    self._dim = int(vecs.shape[1])
                     new = {missing[i][0]: v for i, v in zip(part, vecs)}
                     if cache:
                         cache.put_many(new)
@@ -113,6 +127,23 @@ class LabEmbedding(BaseEmbedding):
                     ticker.update(len(part))
         self._counters["cached"] += len(texts) - len(missing)
         return np.stack([found[k] for k in keys])
+
+    def _intact(self, found: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The cached vectors that can be this model's: of its length (where it has not computed
+        one yet, the length of most of them) and of unit length (it normalises them). The others
+        are left out, with a warning, so they are computed again and replaced."""
+        if not found:
+            return found
+        lengths = [len(v) for v in found.values()]
+        dim = self._dim or max(set(lengths), key=lengths.count)
+        same = [k for k, v in found.items() if len(v) == dim]
+        if same:
+            m = np.stack([found[k] for k in same])
+            same = [k for k, ok in zip(same, np.abs(np.einsum("ij,ij->i", m, m) - 1.0) <= UNIT_TOLERANCE) if ok]
+        if len(same) < len(found):
+            log.warning("%s: %d cached vectors are damaged (not %d values, or not of unit length) and are computed "
+                        "again", self._cache.path if self._cache else "the cache", len(found) - len(same), dim)
+        return {k: found[k] for k in same}
 
     # LlamaIndex interface ---------------------------------------------------------------------
     def _get_query_embedding(self, query: str) -> list[float]:

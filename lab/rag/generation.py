@@ -25,7 +25,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from lab.config import GenerationConfig
 from lab.models.llm import LabLLM, LLMCallError, as_llamaindex_llm
 from lab.rag.context import Context, build_context
-from lab.prompts import load_prompt
+from lab.prompts import Prompt, load_prompt
 
 ANSWER_FIELDS = {"context", "question"}
 REFUSAL = "I don't have enough information to answer that."
@@ -48,11 +48,16 @@ def is_refusal(text: str) -> bool:
     return bool(_REFUSAL_RE.search(text))
 
 
+def load_answer_prompt(cfg: GenerationConfig) -> Prompt:
+    """``generation.prompt``, checked against the placeholders an answer fills."""
+    return load_prompt(cfg.prompt, ANSWER_FIELDS, where="generation.prompt")
+
+
 class LabSynthesizer(BaseSynthesizer):
     """Context builder + versioned prompt + cached LLM, as a LlamaIndex response synthesizer."""
 
-    def __init__(self, llm: LabLLM, cfg: GenerationConfig):
-        self.prompt = load_prompt(cfg.prompt, ANSWER_FIELDS, where="generation.prompt")
+    def __init__(self, llm: LabLLM, cfg: GenerationConfig, prompt: Prompt | None = None):
+        self.prompt = prompt or load_answer_prompt(cfg)
         super().__init__(
             llm=as_llamaindex_llm(llm, self.prompt.version),
             callback_manager=CallbackManager([]),

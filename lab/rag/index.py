@@ -5,89 +5,45 @@ Layout under the cache: ``indexes/<key>/lancedb`` (the table ``chunks``) and
 place when complete, under a file lock, so an interrupted build leaves no half-written table
 and two runs asking for the same key build it once. A second experiment with the same key opens
 the table without chunking or embedding anything.
+
+A reused table is checked cheaply (its manifest, then :func:`lab.rag.store.table_damage`: its row
+count against the manifest's, a sample of rows); a damaged one is moved aside as
+``<key>.corrupt-<time>``, with a warning, and built again (its embeddings come from the cache).
+Searches check their distances too (:mod:`lab.rag.store`).
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
 import os
 import shutil
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from llama_index.core import VectorStoreIndex
 from llama_index.core.schema import MetadataMode
-from llama_index.core.vector_stores.types import VectorStoreQuery, VectorStoreQueryResult
-from llama_index.core.vector_stores.utils import metadata_dict_to_node, node_to_metadata_dict
+from llama_index.core.vector_stores.utils import node_to_metadata_dict
 from llama_index.vector_stores.lancedb import LanceDBVectorStore
-from pydantic import PrivateAttr
 
 from lab import faults
-from lab.caches import cache_fault
+from lab.caches import cache_fault, set_aside
 from lab.config import AnnConfig, ChunkerConfig, EmbeddingConfig, ExperimentConfig, HeadersConfig
 from lab.errors import ConfigError
 from lab.progress import Ticker
 from lab.rag import ann as ann_index
 from lab.rag.chunkers import chunk, matched_text
 from lab.rag.loaders import Corpus
+from lab.rag.store import LabLanceDBVectorStore, first_line, locked, table_damage
 from lab.rag.summaries import DocumentSummarizer
 
 log = logging.getLogger(__name__)
 
 TABLE = "chunks"
-_COLUMNS = ["id", "metadata", "_distance"]
 MANIFEST = "manifest.json"
-
-
-class LabLanceDBVectorStore(LanceDBVectorStore):
-    """LlamaIndex's ``LanceDBVectorStore`` with a leaner query (only the columns it needs, Arrow
-    instead of pandas) and ``query_many``: every question of an evaluation in one batched search.
-    Over an ANN index, searches use the config's ``nprobes``/``refine_factor``/``ef`` (``ann_query``)."""
-
-    _ann_query: dict | None = PrivateAttr(default=None)
-
-    @property
-    def ann_query(self) -> dict | None:
-        return self._ann_query
-
-    def _search(self, vectors: Any, k: int) -> Any:
-        query = self.table.search(vectors, vector_column_name=self.vector_column_name).limit(k).select(_COLUMNS)
-        return query if self._ann_query is None else ann_index.apply(query, self._ann_query)
-
-    @staticmethod
-    def _result(rows: list[dict]) -> VectorStoreQueryResult:
-        nodes = [metadata_dict_to_node(r["metadata"]) for r in rows]
-        return VectorStoreQueryResult(
-            nodes=nodes,
-            similarities=[1.0 - r["_distance"] / 2.0 for r in rows],
-            ids=[r["id"] for r in rows],
-        )
-
-    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
-        if query.filters is not None or kwargs or self.query_type != "vector":
-            return super().query(query, **kwargs)
-        return self.query_many([query.query_embedding], query.similarity_top_k)[0]
-
-    def query_many(self, embeddings: Sequence[Sequence[float]], k: int) -> list[VectorStoreQueryResult]:
-        """Top ``k`` for each embedding, in one LanceDB search."""
-        if not embeddings:
-            return []
-        if len(embeddings) == 1:  # a single vector: LanceDB's plain (non-batched) search
-            rows = self._search(list(embeddings[0]), k).to_arrow().to_pylist()
-            return [self._result(rows)]
-        table = self._search([list(e) for e in embeddings], k).to_arrow()
-        grouped: list[list[dict]] = [[] for _ in embeddings]
-        for row in table.to_pylist():
-            grouped[row["query_index"]].append(row)
-        for rows in grouped:  # within a query LanceDB returns rows by distance; keep it explicit
-            rows.sort(key=lambda r: r["_distance"])
-        return [self._result(rows) for rows in grouped]
 
 
 class _BuildStore(LanceDBVectorStore):
@@ -151,29 +107,18 @@ class IndexHandle:
         return int(self.manifest["n_chunks"])
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(path, "a")
-    except OSError as exc:  # a read-only or full cache: say so before any work
-        raise cache_fault(path.parent, exc) from None
-    with fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def _ann_config(cfg: ExperimentConfig) -> AnnConfig | None:
     return cfg.index.ann if cfg.index is not None else None
 
 
 def _open(path: Path, embed_model: Any, manifest: dict, ann: AnnConfig | None) -> VectorStoreIndex:
     store = LabLanceDBVectorStore(uri=str(path / "lancedb"), table_name=TABLE, mode="overwrite")
+    if store._table is None:  # LlamaIndex opens a missing table as "not created yet"
+        raise ValueError(f"table {TABLE!r} was not found")
     if ann is not None and (manifest.get("ann") or {}).get("kind"):
         store._ann_query = ann_index.query_params(ann)
+    st = os.stat(path)
+    store._rows, store._folder_id = int(manifest["n_chunks"]), (st.st_dev, st.st_ino)
     return VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
 
 
@@ -197,16 +142,47 @@ def open_or_build(
     root = cache_root / "indexes"
     final = root / key
     _remove_orphans(root)
-    with _locked(root / f"{key}.lock"):
+    with locked(root / f"{key}.lock"):
         if (final / MANIFEST).is_file():
-            manifest = json.loads((final / MANIFEST).read_text())
-            log.info("reusing index %s (%d chunks)", key, manifest["n_chunks"])
-            return IndexHandle(key, final, _open(final, embed_model, manifest, _ann_config(cfg)), True, manifest)
+            reused = _reuse(key, final, embed_model, _ann_config(cfg))
+            if reused is not None:
+                return reused
         if final.exists():  # a folder without a manifest is debris from an older layout
             shutil.rmtree(final)
         for debris in root.glob(f".{key}.tmp-*"):
             shutil.rmtree(debris, ignore_errors=True)
         return _build(corpus, cfg, embed_model, key, final, show_progress, summarizer)
+
+
+def _reuse(key: str, final: Path, embed_model: Any, ann: AnnConfig | None) -> IndexHandle | None:
+    """The built table, after :func:`table_damage`'s checks; a damaged one is moved aside, with a
+    warning, and None returned (the caller builds it again)."""
+    try:
+        manifest = json.loads((final / MANIFEST).read_text())
+        if not isinstance(manifest, dict) or not isinstance(manifest.get("n_chunks"), int):
+            raise ValueError("no n_chunks")
+        index = _open(final, embed_model, manifest, ann)
+        problem = table_damage(index.vector_store.table, manifest["n_chunks"])
+    except Exception as exc:
+        if _refused(exc):
+            raise cache_fault(final, exc) from None
+        problem = f"it cannot be read: {first_line(exc)}"
+    if problem is None:
+        log.info("reusing index %s (%d chunks)", key, manifest["n_chunks"])
+        return IndexHandle(key, final, index, True, manifest)
+    aside = set_aside(final, problem)
+    log.warning("the index %s is damaged (%s): moved aside to %s and built again, its embeddings read from the "
+                "cache (delete %s when no longer wanted)", final, problem, aside, aside)
+    return None
+
+
+def _refused(exc: BaseException) -> bool:
+    """A disk that refuses (permissions, read-only): the cache's fault, not damage to the table."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return True
+    return any(w in str(exc).lower() for w in ("permission denied", "read-only file system"))
 
 
 #: Text per streamed group of documents: chunked, embedded and appended to the table before the
@@ -364,7 +340,7 @@ def ensure_fts(handle: IndexHandle, cache_root: Path) -> bool:
         return False
     import warnings
 
-    with _locked(cache_root / "indexes" / f"{handle.key}.lock"):
+    with locked(cache_root / "indexes" / f"{handle.key}.lock"):
         manifest = json.loads((handle.path / MANIFEST).read_text())
         if manifest.get("fts") != FTS_SETTINGS:
             s = FTS_SETTINGS

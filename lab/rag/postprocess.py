@@ -22,6 +22,7 @@ by hand.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 import time
@@ -33,7 +34,7 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from lab.config import ExperimentConfig, GuardrailConfig, HeadersConfig, MergeConfig, RerankerConfig
-from lab.errors import LabError
+from lab.errors import CacheError, LabError
 from lab.models.resolve import ResolvedModel, resolve_gguf, resolve_hf_model
 from lab.rag.sent import merge_by_document, send_headers, send_windows
 from lab.rag.documents import DocBoostReranker, DocTypeFilter
@@ -343,10 +344,18 @@ def build_chain(cfg: ExperimentConfig, reranker: BaseNodePostprocessor | None) -
     r = cfg.reranker
     candidate_k = None if r is None else (r.candidate_k or cfg.retriever.top_k)
     send = cfg.headers if cfg.headers is not None and cfg.headers.send else None
-    return Chain(cfg.guardrail, candidate_k, reranker, windows=cfg.chunker.name in ("sentence_window", "parent_child"),
+    return Chain(cfg.guardrail, candidate_k, reranker, windows=cfg.chunker.sends_windows,
                  headers=send, merge=cfg.merge)
 
 
 def score_float(score: object) -> float | None:
-    """Scores as plain floats (rerankers may return numpy scalars, which JSON cannot hold)."""
-    return None if score is None else float(score)
+    """Scores as plain floats (rerankers may return numpy scalars, which JSON cannot hold); a
+    score that is not finite (a damaged index or score cache) stops here, before any metric."""
+    if score is None:
+        return None
+    value = float(score)  # type: ignore[arg-type]
+    if not math.isfinite(value):
+        raise CacheError(f"a retrieval score is {value}: an index or a score cache is damaged",
+                         hint="move the cache's indexes/ folder and scores.sqlite aside (or delete them), then "
+                              "run again: both are built again, the embeddings read from the cache")
+    return value

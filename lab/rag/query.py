@@ -31,7 +31,15 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 from lab.config import QueryConfig
 from lab.models.llm import as_llamaindex_llm
 from lab.progress import progress
-from lab.prompts import load_prompt
+from lab.prompts import Prompt, load_prompt
+
+#: The placeholders each mode fills: a prompt that asks for another fails at start-up.
+PROMPT_FIELDS = {"multi_query": {"n", "question"}, "hyde": {"question"}, "condense": {"history", "question"}}
+
+
+def load_query_prompt(cfg: QueryConfig) -> Prompt:
+    """``query.prompt`` (or the mode's default), checked against the placeholders its mode fills."""
+    return load_prompt(cfg.prompt_name, PROMPT_FIELDS[cfg.mode], where="query.prompt")
 
 _NUMBERING = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)]|query\s*\d*\s*:)\s*", re.IGNORECASE)
 
@@ -52,9 +60,9 @@ def parse_rewrites(text: str, question: str, n: int) -> list[str]:
 class MultiQueryRetriever(QueryFusionRetriever):
     """``QueryFusionRetriever`` whose rewrites come from the lab's LLM and prompt file."""
 
-    def __init__(self, base: Any, cfg: QueryConfig, llm: Any, top_k: int, show_progress: bool = False) -> None:
-        self._lab_llm, self._cfg, self._prompt = llm, cfg, load_prompt(cfg.prompt_name, {"n", "question"},
-                                                                     where="query.prompt")
+    def __init__(self, base: Any, cfg: QueryConfig, llm: Any, top_k: int, show_progress: bool = False,
+                 prompt: Prompt | None = None) -> None:
+        self._lab_llm, self._cfg, self._prompt = llm, cfg, prompt or load_query_prompt(cfg)
         self._show_progress = show_progress
         self.rewrites: dict[str, list[str]] = {}
         super().__init__(retrievers=[base], llm=as_llamaindex_llm(llm, self._prompt.version),
@@ -107,8 +115,9 @@ class LabHyDE(HyDEQueryTransform):
 class HyDERetriever(TransformRetriever):
     """The first stage over HyDE-transformed questions, with ``retrieve_many`` and ``rewrites``."""
 
-    def __init__(self, base: BaseRetriever, cfg: QueryConfig, llm: Any, show_progress: bool = False) -> None:
-        self._hyde = LabHyDE(llm, load_prompt(cfg.prompt_name, {"n", "question"}, where="query.prompt"))
+    def __init__(self, base: BaseRetriever, cfg: QueryConfig, llm: Any, show_progress: bool = False,
+                 prompt: Prompt | None = None) -> None:
+        self._hyde = LabHyDE(llm, prompt or load_query_prompt(cfg))
         self._show_progress = show_progress
         super().__init__(retriever=base, query_transform=self._hyde)
 
@@ -124,9 +133,9 @@ class HyDERetriever(TransformRetriever):
 class CondenseRetriever(BaseRetriever):
     """The first stage over the standalone form of a follow-up question (see the module)."""
 
-    def __init__(self, base: BaseRetriever, cfg: QueryConfig, llm: Any) -> None:
+    def __init__(self, base: BaseRetriever, cfg: QueryConfig, llm: Any, prompt: Prompt | None = None) -> None:
         self._base, self._lab_llm = base, llm
-        self._prompt = load_prompt(cfg.prompt_name, {"n", "question", "history"}, where="query.prompt")
+        self._prompt = prompt or load_query_prompt(cfg)
         self.history: list[dict] = []  # the conversation before the question ({role, content})
         self.rewrites: dict[str, list[str]] = {}
         super().__init__()
@@ -146,12 +155,14 @@ class CondenseRetriever(BaseRetriever):
         return [self.retrieve(b) for b in bundles]
 
 
-def wrap_retriever(base: Any, cfg: QueryConfig | None, llm: Any, top_k: int, show_progress: bool = False) -> Any:
-    """The first stage as the experiment's ``query`` section makes it (unchanged without one)."""
+def wrap_retriever(base: Any, cfg: QueryConfig | None, llm: Any, top_k: int, show_progress: bool = False,
+                   prompt: Prompt | None = None) -> Any:
+    """The first stage as the experiment's ``query`` section makes it (unchanged without one);
+    ``prompt`` is the one :func:`load_query_prompt` checked at start-up (None: loaded here)."""
     if cfg is None:
         return base
     if cfg.mode == "hyde":
-        return HyDERetriever(base, cfg, llm, show_progress)
+        return HyDERetriever(base, cfg, llm, show_progress, prompt)
     if cfg.mode == "condense":
-        return CondenseRetriever(base, cfg, llm)
-    return MultiQueryRetriever(base, cfg, llm, top_k, show_progress)
+        return CondenseRetriever(base, cfg, llm, prompt)
+    return MultiQueryRetriever(base, cfg, llm, top_k, show_progress, prompt)

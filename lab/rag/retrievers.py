@@ -19,7 +19,9 @@ Each is registered in :data:`RETRIEVERS` under its config ``name``.
 
 from __future__ import annotations
 
+import math
 import unicodedata
+from pathlib import Path
 from typing import Any, Sequence
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -31,6 +33,7 @@ from lab.config import BM25Retriever as BM25RetrieverConfig
 from lab.config import HybridRetriever as HybridRetrieverConfig
 from lab.config import RetrieverConfig
 from lab.config import VectorRetriever as VectorRetrieverConfig
+from lab.rag.store import damaged_index, read_whole
 from lab.registry import Registry
 
 
@@ -102,12 +105,29 @@ class BM25Retriever(BaseRetriever):
         super().__init__(**kwargs)
 
     def search(self, query: str, k: int) -> list[NodeWithScore]:
+        """The top ``k`` by BM25; where LanceDB fails, or gives a score that is not finite or a
+        node that cannot be read, the run stops with :func:`lab.rag.store.damaged_index`'s error
+        if the table reads as damaged (else LanceDB's own error stands)."""
         q = _fts_query(query)
         if not q:
             return []
-        rows = (self._table.search(q, query_type="fts").limit(k).select(["id", "metadata", "_score"])
-                .to_arrow().to_pylist())
-        return [NodeWithScore(node=metadata_dict_to_node(r["metadata"]), score=float(r["_score"])) for r in rows]
+        try:
+            rows = (self._table.search(q, query_type="fts").limit(k).select(["id", "metadata", "_score"])
+                    .to_arrow().to_pylist())
+        except Exception as exc:
+            if (problem := read_whole(self._table, None)) is None:
+                raise
+            raise self._damaged(problem) from exc
+        for r in rows:
+            if r["_score"] is None or not math.isfinite(r["_score"]):
+                raise self._damaged(f"a BM25 search gave chunk {r['id']} the score {r['_score']}")
+        try:
+            return [NodeWithScore(node=metadata_dict_to_node(r["metadata"]), score=float(r["_score"])) for r in rows]
+        except Exception as exc:
+            raise self._damaged(f"a chunk's metadata cannot be read ({type(exc).__name__}: {exc})") from None
+
+    def _damaged(self, why: str) -> Exception:
+        return damaged_index(Path(self._table.uri).parents[1], why)  # <index>/lancedb/chunks.lance
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return self.search(query_bundle.query_str, self._top_k)

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from lab.config import SummaryConfig
 from lab.progress import Ticker
-from lab.prompts import load_prompt
+from lab.prompts import Prompt, load_prompt
 
 _LEAD = re.compile(r"^(?:\*\*)?(?:summary|document summary)\s*:?(?:\*\*)?\s*", re.IGNORECASE)
 
@@ -30,13 +30,18 @@ def document_name(doc: Any) -> str:
     return str(doc.metadata.get("source") or doc.metadata.get("file_name") or doc.doc_id)
 
 
+def load_summary_prompt(cfg: SummaryConfig) -> Prompt:
+    """``headers.summary.prompt``, checked against the placeholders a summary fills."""
+    return load_prompt(cfg.prompt, {"name", "document"}, where="headers.summary.prompt")
+
+
 class DocumentSummarizer:
     """One summary per document, from ``llm`` (a :class:`lab.models.llm.LabLLM`) and the prompt
     file ``cfg.prompt``; ``seconds`` counts the time spent, cached calls included."""
 
-    def __init__(self, llm: Any, cfg: SummaryConfig):
+    def __init__(self, llm: Any, cfg: SummaryConfig, prompt: Prompt | None = None):
         self.llm, self.cfg = llm, cfg
-        self.prompt = load_prompt(cfg.prompt, {"name", "document"}, where="headers.summary.prompt")
+        self.prompt = prompt or load_summary_prompt(cfg)
         self.seconds = 0.0
 
     @property

@@ -1,5 +1,5 @@
 """The views of an eval-set audit, from its findings dict alone (the dict
-``lab.eval.audit.audit_eval_set`` returns; it may have been read back from JSON): a compact
+``lab.evalsets.audit.audit_eval_set`` returns; it may have been read back from JSON): a compact
 terminal summary and a self-contained HTML page in the house style.
 
 Both views walk the same :data:`SECTIONS` list, worst first, so a new finding is written once.

@@ -2,7 +2,7 @@
 baseline run, by more than a margin per metric, on the questions both answered?
 
 - :func:`gate_runs` checks the pair (the same eval set, shared questions, per-question values of
-  every gated metric) and tests each metric with :func:`lab.report.noninferiority.gate_metrics`
+  every gated metric) and tests each metric with :func:`lab.stats.noninferiority.gate_metrics`
   (one-sided paired t-tests against the margins, Holm across the metrics);
 - :func:`gate_lines` is the terminal view (one line per metric and a verdict), :func:`junit_xml`
   the JUnit XML file for CI systems (testsuite "lab gate", one testcase per metric).
@@ -24,9 +24,9 @@ from lab.errors import ConfigError, DataError
 from lab.metrics import catalog
 from lab.metrics.catalog import fmt, fmt_delta
 from lab.report.compare import Run, warnings
-from lab.report.noninferiority import METHOD, MetricGate, gate_metrics
+from lab.stats.noninferiority import METHOD, MetricGate, gate_metrics
 
-DEFAULT_METRIC, DEFAULT_MARGIN, DEFAULT_ALPHA = "mrr", 0.02, 0.05
+DEFAULT_MARGIN, DEFAULT_ALPHA = 0.02, 0.05
 SUITE = "lab gate"
 
 
@@ -95,7 +95,7 @@ def _values(run: Run, metric: str, ids: list[str], role: str) -> dict[str, float
 
 def gate_runs(baseline: Run, candidate: Run, margins: Mapping[str, float], alpha: float,
               where: str = "--metric") -> dict:
-    """Every gated metric's verdict (see :mod:`lab.report.noninferiority`), the runs, and the
+    """Every gated metric's verdict (see :mod:`lab.stats.noninferiority`), the runs, and the
     reasons they may not be comparable (warnings, not failures); ``where`` names the margins'
     source in errors."""
     started = time.perf_counter()

@@ -7,7 +7,6 @@ or a model goes through Jinja's autoescaping.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
@@ -17,20 +16,14 @@ from lab.metrics.aggregate import SMALL_CATEGORY
 from lab.metrics.catalog import fmt, fmt_delta
 from lab.paths import write_atomic
 from lab.report.export import write_exports
-from lab.report.stats import bootstrap_ci
+from lab.runfiles import load_run, values
+from lab.stats.paired import bootstrap_ci
 
 CHART_METRICS = catalog.names("chart")
 #: Question rows shown at once; more on request. A browser lays out every visible row of a table,
 #: and at 10,000 questions that alone took seconds per sort.
 PAGE_ROWS = 500
 COLOURS = {"good": "#2e9d5b", "ok": "#e0a526", "bad": "#d64545", "neutral": "#7b8499"}
-
-
-def load_run(run_dir: Path) -> tuple[dict, list[dict]]:
-    results = json.loads((run_dir / "results.json").read_text(encoding="utf-8"))
-    with open(run_dir / "samples.jsonl", encoding="utf-8") as fh:
-        samples = [json.loads(line) for line in fh if line.strip()]
-    return results, samples
 
 
 def thresholds(results: dict) -> dict[str, tuple[float, float]]:
@@ -51,13 +44,6 @@ def make_level(limits: dict[str, tuple[float, float]]):
 def level(metric: str, value: float | None) -> str:
     """The colour class of ``value`` under the default thresholds."""
     return make_level(catalog.default_thresholds())(metric, value)
-
-
-def values(samples: list[dict], metric: str, category: str | None = None) -> list[float]:
-    """Per-question values of ``metric`` (numbers only, as the means in results.json use)."""
-    return [s["metrics"][metric] for s in samples
-            if isinstance(s["metrics"].get(metric), (int, float)) and not isinstance(s["metrics"][metric], bool)
-            and (category is None or s["category"] == category)]
 
 
 def run_view(results: dict, samples: list[dict]) -> dict:

@@ -2,17 +2,17 @@
 adjusted for how many tests are read at once, and what each comparison could have detected.
 
 For each pair of adjacent runs, every metric both have is compared overall, and every quality
-metric (one with a better direction) also per category, with :func:`lab.report.stats.paired`
+metric (one with a better direction) also per category, with :func:`lab.stats.paired.paired`
 (mean delta, bootstrap interval, permutation p, sign test) and
-:func:`lab.report.power.detectable` (the minimum detectable effect at 80% power).
+:func:`lab.stats.power.detectable` (the minimum detectable effect at 80% power).
 
 Multiple comparisons (quality metrics; sizes such as context chars say what changed, not whether
 it is better, and keep their unadjusted p):
 
-- **p adj.** (Holm, :func:`lab.report.stats.holm`) within each *family* of a pair: the overall
+- **p adj.** (Holm, :func:`lab.stats.paired.holm`) within each *family* of a pair: the overall
   rows of its quality metrics form one family, and each quality metric's category rows another.
   Within a family, the chance of calling any true "no difference" real stays at most 5%.
-- **q** (Benjamini-Hochberg, :func:`lab.report.stats.benjamini_hochberg`) over every test of a
+- **q** (Benjamini-Hochberg, :func:`lab.stats.paired.benjamini_hochberg`) over every test of a
   quality metric on the page, all pairs together: the expected share of false ones among the
   changes with q < 0.05 stays at most 5%. Shown beside p adj., not used for the verdict.
 - **Verdict**: a change is real when its 95% interval excludes 0 and its p adj. < 0.05
@@ -28,8 +28,8 @@ from typing import Any
 
 from lab.metrics import catalog
 from lab.metrics.catalog import fmt_delta, higher_is_better
-from lab.report.power import ALPHA, POWER, detectable, mde, mde_text
-from lab.report.stats import benjamini_hochberg, holm, paired, paired_deltas
+from lab.stats.power import ALPHA, POWER, detectable, mde, mde_text
+from lab.stats.paired import benjamini_hochberg, holm, paired, paired_deltas
 
 
 def direction(metric: str, delta: float | None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from lab.metrics import catalog
 from lab.metrics.catalog import fmt
 from lab.report.html import differs_text, judge_checks_view, pct, values
-from lab.report.stats import bootstrap_ci
+from lab.stats.paired import bootstrap_ci
 
 
 def summary_lines(results: dict, samples: list[dict], intervals: bool = True) -> list[str]:

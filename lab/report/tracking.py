@@ -41,8 +41,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from lab.errors import LabError
 from lab.paths import safe_name
-from lab.report.html import load_run, values
-from lab.report.stats import bootstrap_ci
+from lab.runfiles import load_run, values
+from lab.stats.paired import bootstrap_ci
 
 log = logging.getLogger(__name__)
 
@@ -268,13 +268,6 @@ def _millis(results: dict) -> tuple[int | None, int | None]:
     return start_ms, start_ms + int(1000 * ((results.get("timings") or {}).get("total_s") or 0))
 
 
-def read_run(run_dir: Path) -> tuple[dict, list[dict]]:
-    """``results.json`` and, where there is one, ``samples.jsonl`` (the intervals need it)."""
-    if (run_dir / "samples.jsonl").is_file():
-        return load_run(run_dir)
-    return json.loads((run_dir / "results.json").read_text(encoding="utf-8")), []
-
-
 # ---------------------------------------------------------------------------------------------
 # The logging
 
@@ -286,7 +279,7 @@ def log_run(run_dir: Path, uri: str, experiment: str | None = None) -> Logged:
     from mlflow.entities import Metric, Param  # part of mlflow (imported above)
     from mlflow.exceptions import MlflowException
 
-    results, samples = read_run(run_dir)
+    results, samples = load_run(run_dir)  # samples where there are (the intervals need them)
     experiment = experiment or results["name"]
     where = shown_uri(uri)
     try:

@@ -244,4 +244,4 @@ def test_an_existing_output_is_kept_unless_overwrite(tmp_path):
 def test_an_unknown_format_lists_the_known_ones(tmp_path):
     with pytest.raises(DataError, match="unknown import format 'squad'") as exc:
         import_set("squad", tmp_path / "x", tmp_path / "out.jsonl")
-    assert exc.value.hint == "use one of ragas, beir, csv"
+    assert exc.value.hint == "use one of beir, csv, ragas"

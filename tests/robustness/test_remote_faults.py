@@ -4,7 +4,7 @@ malformed JSON and empty answers are retried with backoff, then recorded as fail
 import pytest
 
 from lab.models.llm import LLMCallError
-from test_remote_llm import SENTINEL_KEY, remote, server  # noqa: F401  (the fixture)
+from remote_server import SENTINEL_KEY, remote, server  # noqa: F401  (the fixture)
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 

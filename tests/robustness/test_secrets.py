@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from runs import lab, latest
-from test_remote_llm import SENTINEL_KEY, FakeServer
+from remote_server import SENTINEL_KEY, FakeServer
 
 pytestmark = pytest.mark.slow
 

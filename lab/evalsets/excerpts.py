@@ -1,0 +1,189 @@
+"""Excerpts and the checks on generated questions: pure functions, no model.
+
+- :func:`locate` finds an excerpt an LLM quoted in its document: exactly first, then tolerant
+  of whitespace runs, curly quotes, dashes and case, and returns offsets in the original text;
+  a quote that is not in the document is ``None`` (the candidate is rejected and counted).
+- :func:`derive_keywords` takes the figures, dates and names of a reference answer that the
+  excerpts hold and the question does not (a keyword in the question would favour BM25).
+- :func:`quotes_own_answer`, :func:`size_problem` and :func:`near_duplicate_pairs` are the
+  generator's filters; the audit uses the last two on any eval set.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Callable, Sequence
+
+import numpy as np
+
+from lab.metrics.text import folded_offsets as _folded
+from lab.metrics.text import folded_text
+
+#: Near-duplicate questions: cosine similarity of their embeddings at or above this.
+NEAR_DUPLICATE = 0.92
+#: A question that repeats this many consecutive words of its excerpt quotes its own answer.
+QUOTE_WORDS = 8
+MIN_QUESTION_WORDS, MAX_QUESTION_WORDS = 4, 40
+MAX_ANSWER_CHARS = 600
+#: A copied excerpt with a word or two changed still locates at this difflib similarity.
+CLOSE = 0.9
+
+def locate(excerpt: str, text: str) -> tuple[int, int] | None:
+    """Where ``excerpt`` is in ``text``: (start, end) offsets of ``text``, or None.
+
+    Exact first; then on both texts folded (whitespace, quotes, dashes, emphasis, case); then a
+    close copy (:func:`_close_match`, 90% similar). The span returned is the original text's, so
+    ``text[start:end]`` is what the reference stores, never the model's wording.
+    An excerpt under 12 characters is not located (too short to ground anything).
+    """
+    excerpt = excerpt.strip().strip('"').strip()
+    if len(excerpt) < 12:
+        return None
+    start = text.find(excerpt)
+    if start >= 0:
+        return start, start + len(excerpt)
+    folded_text, where = _folded(text)
+    needle, _ = _folded(excerpt)
+    needle = needle.strip().rstrip(".")
+    if len(needle) < 12:
+        return None
+    k = folded_text.find(needle)
+    if k >= 0:
+        return where[k], where[k + len(needle) - 1] + 1
+    k = _close_match(needle, folded_text)
+    if k is None:
+        return None
+    return where[k[0]], where[k[1] - 1] + 1
+
+
+def _close_match(needle: str, hay: str, anchor: int = 24) -> tuple[int, int] | None:
+    """A region of ``hay`` that matches ``needle`` to 90% (difflib ratio): found through an
+    anchor of ``needle`` (its start, middle or end) that ``hay`` holds verbatim. Catches a copy
+    with a word changed ("The contract establishes" for "This agreement establishes"); a
+    sentence the model made up has no anchor."""
+    best: tuple[float, int, int] | None = None
+    n = len(needle)
+    if n < 2 * anchor:
+        return None
+    for at in (0, (n - anchor) // 2, n - anchor):
+        piece = needle[at:at + anchor]
+        k = hay.find(piece)
+        while k >= 0:
+            lo = max(0, k - at)
+            for end in {min(len(hay), lo + n), min(len(hay), lo + n + n // 20), max(lo + 1, lo + n - n // 20)}:
+                ratio = difflib.SequenceMatcher(None, needle, hay[lo:end], autojunk=False).ratio()
+                if ratio >= CLOSE and (best is None or ratio > best[0]):
+                    best = (ratio, lo, end)
+            k = hay.find(piece, k + 1)
+    if best is None:
+        return None
+    lo, end = best[1], best[2]
+    while lo > 0 and hay[lo - 1].isalnum():  # whole words at both ends
+        lo -= 1
+    while end < len(hay) and hay[end].isalnum():
+        end += 1
+    return lo, end
+
+
+# -- keywords ---------------------------------------------------------------------------------
+
+_MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
+_PATTERNS = [
+    re.compile(rf"\b(?:{_MONTHS})(?: \d{{1,2}},?)? \d{{4}}\b"),  # dates
+    re.compile(r"[$€£]\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:million|billion|[MBK]))?"),  # money
+    re.compile(r"\b\d[\d,]*(?:\.\d+)?\s?%"),  # percentages
+    re.compile(r"\b\d[\d,.]*[- ](?:day|hour|minute|week|month|year|seat|user|percent)s?\b"),  # figures with units
+    re.compile(r"\b\d[\d,.]*\d\b|\b\d\b"),  # other figures
+    re.compile(r"\b[A-Z][A-Za-z0-9&'-]*(?:\s+(?:of\s+)?[A-Z][A-Za-z0-9&'-]*)*"),  # names
+]
+_STOP = {"The", "A", "An", "In", "On", "At", "It", "Its", "This", "That", "These", "What", "Which", "Who",
+         "When", "How", "Yes", "No", "And", "Or", "For", "With", "As", "By", "Of", "To", "From", "Is", "Are"}
+
+
+_norm = folded_text
+
+
+def derive_keywords(answer: str, excerpts: Sequence[str], question: str, limit: int = 4,
+                    common: Callable[[str], bool] | None = None) -> list[str]:
+    """Figures, dates and names from ``answer`` that occur in the excerpts and not in the
+    question, and that ``common`` does not call too common (a keyword in most documents makes
+    coverage meaningless); a date before its year, at most ``limit``. An answer with none of
+    those gives its two longest words of 6+ letters that pass the same checks."""
+    held = " ".join(_norm(e) for e in excerpts)
+    asked = _norm(question)
+    found: list[str] = []
+    for pattern in _PATTERNS:
+        for m in pattern.finditer(answer):
+            term = m.group(0).strip(" ,.")
+            words = term.split()
+            while words and words[0] in _STOP:
+                words = words[1:]
+            term = " ".join(words)
+            if len(term) < 2 or term in _STOP:
+                continue
+            low = _norm(term)
+            if (low in held and low not in asked and not any(low in _norm(f) for f in found)
+                    and not (common is not None and common(low))):
+                found.append(term)
+    if not found:  # no figure, date or name: the answer's distinctive words the excerpts hold
+        words = sorted({w for w in re.findall(r"[A-Za-z][A-Za-z-]{5,}", answer)
+                        if (low := _norm(w)) in held and low not in asked and not (common is not None and common(low))},
+                       key=lambda w: (-len(w), w))
+        found = words[:2]
+    return found[:limit]
+
+
+# -- filters ----------------------------------------------------------------------------------
+
+
+def quotes_own_answer(question: str, excerpts: Sequence[str], words: int = QUOTE_WORDS) -> bool:
+    """The question repeats ``words`` consecutive words of an excerpt (retrieval then only has
+    to match the string, which says little of a pipeline)."""
+    q = re.findall(r"\w+", _norm(question))
+    grams = {tuple(q[i:i + words]) for i in range(len(q) - words + 1)}
+    for e in excerpts:
+        w = re.findall(r"\w+", _norm(e))
+        if any(tuple(w[i:i + words]) in grams for i in range(len(w) - words + 1)):
+            return True
+    return False
+
+
+_VAGUE = re.compile(r"\b(?:this|that|the|these) (?:document|text|excerpt|passage|section|article|file|page)s?\b"
+                    r"|\b(?:this|that) (?:contract|agreement|company|product|policy|employee|person|client|team)\b"
+                    r"|\b(?:the|which) (?:contract|agreement)s?\b(?! (?:with|between|for|of|signed with) )", re.I)
+
+
+def vague(question: str) -> bool:
+    """The question leans on a document the user does not see ("this contract", "the
+    document"): generic, and often answered by every document alike."""
+    return bool(_VAGUE.search(question))
+
+
+def size_problem(question: str, answer: str) -> str | None:
+    """Why an item is trivial or over-long, or None: a question of under 4 or over 40 words, no
+    question mark, an empty, yes/no or over-long (600+ characters) answer."""
+    n = len(question.split())
+    if n < MIN_QUESTION_WORDS:
+        return f"question of {n} words"
+    if n > MAX_QUESTION_WORDS:
+        return f"question of {n} words (over {MAX_QUESTION_WORDS})"
+    if "?" not in question:
+        return "not a question"
+    a = answer.strip().lower().rstrip(".!")
+    if not a or a in {"yes", "no", "true", "false"}:
+        return "trivial answer"
+    if len(answer) > MAX_ANSWER_CHARS:
+        return f"answer of {len(answer)} characters (over {MAX_ANSWER_CHARS})"
+    return None
+
+
+def near_duplicate_pairs(vectors: np.ndarray, threshold: float = NEAR_DUPLICATE) -> list[tuple[int, int, float]]:
+    """Pairs (i, j, similarity), i < j, whose cosine similarity is at least ``threshold``."""
+    if len(vectors) < 2:
+        return []
+    v = np.asarray(vectors, dtype=np.float32)
+    v = v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1e-12)
+    sims = v @ v.T
+    i, j = np.nonzero(np.triu(sims >= threshold, k=1))
+    return [(int(a), int(b), float(sims[a, b])) for a, b in zip(i, j)]

@@ -1,0 +1,192 @@
+"""The run files' schema and their one reader.
+
+A run folder ``reports/<NAME>/<run-id>/`` holds ``config.yaml`` (the resolved config),
+``results.json`` (:class:`Results`), ``samples.jsonl`` (one :class:`Sample` per line), the report
+and the per-question exports. The keys below are a contract: reports of old runs are rendered and
+compared from them, so a key is added (optional), never renamed or removed.
+
+The writer (:func:`lab.eval.records.write_run`) and every reader (reports, comparisons, gates,
+tracking, the judge's checks and agreement) import this module, so there is one schema and one
+way to read it. A file that cannot be read is a :class:`~lab.errors.DataError` naming the file,
+the line and the fix, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TypedDict
+
+from lab.errors import DataError
+
+#: ``results.json``'s ``schema_version``.
+RESULTS_SCHEMA = 1
+
+
+# ---------------------------------------------------------------------------------------------
+# samples.jsonl
+
+
+class Retrieved(TypedDict):
+    """A chunk the pipeline sent on, at its final rank."""
+
+    rank: int
+    id: str
+    source: str | None
+    page: str | None
+    doc_type: str | None
+    score: float | None
+    first_stage_rank: int
+    first_stage_score: float | None
+    start_char_idx: int | None
+    end_char_idx: int | None
+    text: str
+
+
+class Sample(TypedDict, total=False):
+    """One question. Always: id, question, category, keywords, reference_answer, keyword_ranks,
+    metrics, retrieved, first_stage, timings. The rest when a stage that writes it ran:
+    references and span_chars (golden spans), query_rewrites (the query section), rerank
+    (auto-activation), semantic_cache,
+    low_confidence (guardrail), context and answer (generation), judgement and calibration
+    (judge), ragas."""
+
+    id: str
+    question: str
+    category: str
+    keywords: list[str]
+    reference_answer: str
+    keyword_ranks: dict[str, int | None]
+    metrics: dict[str, float | int | None]  # metric name (lab.metrics.catalog) -> value
+    retrieved: list[Retrieved]
+    first_stage: list[dict] | None  # [{id, score}] before reranking; None without a reranker
+    timings: dict[str, float | None]
+    references: list[dict]  # [{source, start, end}]
+    query_rewrites: list[str]  # the LLM's rewrites of the question (query: multi_query)
+    span_chars: int | None
+    rerank: dict  # {fired, why}
+    semantic_cache: dict  # {hit, of?, similarity?}
+    low_confidence: bool
+    context: dict
+    answer: dict
+    judgement: dict
+    calibration: dict | None
+    judge_checks: dict
+    repeatability: dict
+    ragas: dict
+
+
+# ---------------------------------------------------------------------------------------------
+# results.json
+
+
+class Results(TypedDict, total=False):
+    """A run's aggregates and provenance. Always: schema_version, name, run_id, created_at,
+    description, config, config_fingerprint, sample, data, index, models, metrics, counters,
+    llm_usage, cost_usd, timings, environment. The rest when the stage ran: guardrail,
+    rerank_activation, labels, answers, judge, calibration, judge_checks (the perturbation checks:
+    {n, seed, method, summary, items, differs}), repeatability (judge.repeats / generation.repeats:
+    {judge_repeats, answer_repeats, temperature, method, deterministic, n_questions, by_dimension}), ragas; not_scored when a metric is n/a for some
+    questions ({metric: {n, why, ids}})."""
+
+    schema_version: int
+    name: str
+    run_id: str | None
+    created_at: str
+    description: str
+    config: dict
+    config_fingerprint: str
+    sample: dict  # {is_sample, n_questions, n_total, limit, seed}
+    data: dict  # {knowledge_base, corpus_sha256, n_documents, n_chars, skipped_files, eval_set, eval_sha256, categories}
+    index: dict  # {key, path, reused, n_chunks, chunk_chars_mean, texts_embedded}
+    models: dict  # {embedding, reranker, generation, judge}
+    metrics: dict  # {k, overall: {metric: {mean, n}}, by_category: {category: {n, metric: {mean, n}}}}
+    guardrail: dict
+    rerank_activation: dict
+    labels: dict
+    answers: dict
+    judge: dict
+    calibration: dict | None
+    judge_checks: dict
+    repeatability: dict
+    ragas: dict
+    not_scored: dict
+    counters: dict[str, int]
+    llm_usage: dict[str, dict]
+    cost_usd: float | None
+    timings: dict[str, float]
+    environment: dict
+
+
+# ---------------------------------------------------------------------------------------------
+# The reader
+
+_FIX = "the run folder is damaged (an interrupted copy or a hand edit?): rerun the experiment (every model " \
+       "call is cached, so it costs seconds) or delete the folder"
+
+
+def read_results(run_dir: Path) -> Results:
+    """``results.json`` of the run in ``run_dir``."""
+    path = Path(run_dir) / "results.json"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file", hint="pass a run folder (reports/<NAME>/<run-id>) or a NAME "
+                                                      "that `lab run NAME` has written") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: cannot be read ({getattr(exc, 'strerror', None) or exc})", hint=_FIX) from None
+    try:
+        results = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path} line {exc.lineno}: not valid JSON ({exc.msg})", hint=_FIX) from None
+    except RecursionError:
+        raise DataError(f"{path}: nested too deeply to be a run's results", hint=_FIX) from None
+    if not isinstance(results, dict) or not isinstance(results.get("metrics"), dict):
+        raise DataError(f"{path}: not a run's results (no 'metrics' object)", hint=_FIX)
+    return results
+
+
+def read_samples(run_dir: Path) -> list[Sample]:
+    """``samples.jsonl`` of the run in ``run_dir``: one dict per question, in file order."""
+    path = Path(run_dir) / "samples.jsonl"
+    samples: list[Sample] = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DataError(f"{path} line {lineno}: not valid JSON ({exc.msg})", hint=_FIX) from None
+                except RecursionError:
+                    raise DataError(f"{path} line {lineno}: nested too deeply to be a question", hint=_FIX) from None
+                if not isinstance(row, dict):
+                    raise DataError(f"{path} line {lineno}: not a question's record (a JSON object)", hint=_FIX)
+                samples.append(row)
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file", hint=_FIX) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: cannot be read ({getattr(exc, 'strerror', None) or exc})", hint=_FIX) from None
+    return samples
+
+
+def load_run(run_dir: Path, samples: bool = True) -> tuple[Results, list[Sample]]:
+    """(results, samples) of the run in ``run_dir``. With ``samples=False``, or where a run has no
+    ``samples.jsonl`` and only its results are wanted, the list is empty."""
+    results = read_results(run_dir)
+    if not samples or not (Path(run_dir) / "samples.jsonl").exists():
+        return results, []
+    return results, read_samples(run_dir)
+
+
+def overall_means(results: Results) -> dict[str, float | None]:
+    """metric -> overall mean, what sweeps and searches compare."""
+    return {m: v["mean"] for m, v in results["metrics"]["overall"].items()}
+
+
+def values(samples: list[Sample], metric: str, category: str | None = None) -> list[float]:
+    """Per-question values of ``metric`` (numbers only, as the means in results.json use)."""
+    return [s["metrics"][metric] for s in samples
+            if isinstance(s["metrics"].get(metric), (int, float)) and not isinstance(s["metrics"][metric], bool)
+            and (category is None or s["category"] == category)]

@@ -1,0 +1,3 @@
+"""Statistics that reports, gates and the run all use: ``paired`` (bootstrap intervals, paired
+tests, Holm), ``noninferiority`` (margins for the gate), ``power`` (detectable differences,
+questions needed). Pure functions of numbers: no files, no models."""

@@ -1,0 +1,236 @@
+"""Eval-set generation: excerpt location, keywords, the filters on hand-made candidates, the
+coverage rule, the generator's loop (scripted model: plumbing) and the CLI end to end with a
+real local model."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from lab.config import LLMConfig
+from lab.evalsets.excerpts import (derive_keywords, locate, near_duplicate_pairs, quotes_own_answer, size_problem,
+                               vague)
+from lab.evalsets.generate import Options, Planner, generate, windows
+from lab.models.backends import Completion
+from lab.models.llm import LabLLM
+from lab.models.resolve import LLMPlan
+from runs import ROOT, lab
+
+DOC = ("Ferrand Kilns was founded in Lyon in March 2011 by Odile Ferrand.\n\n"
+       "The Ember 40 kiln costs 4,900 euros and carries a “five-year” warranty — parts and labour.\n"
+       "Its   controller was designed by Marco Feltri.\n")
+
+
+# -- locating excerpts ---------------------------------------------------------------------------
+
+def test_locate_exact():
+    start, end = locate("The Ember 40 kiln costs 4,900 euros", DOC)
+    assert (start, DOC[start:end]) == (DOC.index("The Ember"), "The Ember 40 kiln costs 4,900 euros")
+
+
+def test_locate_tolerates_whitespace_quotes_dashes_and_case():
+    start, end = locate('carries a "five-year" warranty - parts and labour. its controller was designed', DOC)
+    assert DOC[start:end] == "carries a “five-year” warranty — parts and labour.\nIts   controller was designed"
+
+
+def test_locate_close_copy_returns_the_documents_words():
+    start, end = locate("Ferrand Kilns was created in Lyon in March 2011 by Odile Ferrand.", DOC)
+    assert DOC[start:end] == "Ferrand Kilns was founded in Lyon in March 2011 by Odile Ferrand"
+
+
+@pytest.mark.parametrize("excerpt", ["The company sells luxury furniture made in Paris since 1990.", "Lyon", ""])
+def test_locate_not_found(excerpt):
+    assert locate(excerpt, DOC) is None
+
+
+# -- keywords and filters ------------------------------------------------------------------------
+
+def test_keywords_come_from_the_answer_held_by_the_excerpt_and_not_asked():
+    excerpt = ["The Ember 40 kiln costs 4,900 euros and carries a five-year warranty, since March 2011."]
+    kws = derive_keywords("The Ember 40 costs 4,900 euros since March 2011.", excerpt, "What does the Ember 40 cost?")
+    assert kws == ["March 2011", "4,900"]  # "Ember 40" is asked; dates first, figures next
+    assert derive_keywords("It costs 4,900 euros.", excerpt, "Price?", common=lambda t: t == "4,900") == []
+    assert derive_keywords("A 90-day notice period.", ["with a 90-day notice period"], "How long?") == ["90-day"]
+    # no figure, date or name: the two longest words of 6+ letters, held by the excerpt, not asked
+    assert derive_keywords("it offers catastrophe modelling and exposure reporting.",
+                           ["we offer catastrophe modelling and exposure reporting"],
+                           "What reporting is offered?") == ["catastrophe", "modelling"]
+
+
+def test_filters_on_hand_made_candidates():
+    excerpt = ["The Ember 40 kiln costs 4,900 euros and carries a five-year warranty on parts"]
+    assert quotes_own_answer("Is it so that the Ember 40 kiln costs 4,900 euros and carries a warranty?", excerpt)
+    assert not quotes_own_answer("How long is the Ember 40's warranty?", excerpt)
+    assert size_problem("Price?", "4,900 euros") == "question of 1 words"
+    assert size_problem("Is the Ember 40 kiln sold in Lyon?", "Yes.") == "trivial answer"
+    assert size_problem("The Ember 40 kiln costs money", "4,900 euros") == "not a question"
+    assert size_problem("How much does the Ember 40 kiln cost?", "x" * 601) == "answer of 601 characters (over 600)"
+    assert size_problem("How much does the Ember 40 kiln cost?", "4,900 euros.") is None
+    assert vague("When was the agreement signed?") and vague("What does this document cover?")
+    assert not vague("When was the agreement with Kettle Creek signed?")
+
+
+def test_near_duplicate_pairs():
+    v = np.array([[1.0, 0.0], [0.96, 0.28], [0.0, 1.0]])  # cos(0, 1) = 0.96
+    assert [(i, j, round(s, 2)) for i, j, s in near_duplicate_pairs(v, 0.92)] == [(0, 1, 0.96)]
+    assert near_duplicate_pairs(v, 0.97) == []
+
+
+# -- coverage rule -------------------------------------------------------------------------------
+
+def test_windows_cut_at_line_ends():
+    text = "a" * 900 + "\n" + "b" * 900 + "\n" + "c" * 300
+    assert windows(text, 1500) == [(0, 901), (901, 2102)]  # the rest fits: no cut
+    assert windows(text, 1000) == [(0, 901), (901, 1802), (1802, 2102)]
+
+
+def test_documents_get_candidates_in_proportion_to_their_size():
+    docs = {"big/a.md": "x1 " * 3000, "small/b.md": "y2 " * 1000, "small/c.md": "z3 " * 1000}
+    planner = Planner(docs, None, seed=0, window_chars=1500)
+    picks = Counter(planner.next("direct_fact")["parts"][0][0] for _ in range(50))
+    assert picks == {"big/a.md": 30, "small/b.md": 10, "small/c.md": 10}  # 9000 : 3000 : 3000 characters
+    # any prefix is proportional within one candidate
+    planner = Planner(docs, None, seed=0, window_chars=1500)
+    firsts = Counter(planner.next("direct_fact")["parts"][0][0] for _ in range(7))
+    assert abs(firsts["big/a.md"] - 7 * 0.6) <= 1
+
+
+def test_numerical_tasks_take_windows_with_figures_and_pairs_are_neighbours():
+    docs = {"a.md": "no figures here.\n" * 100 + "It costs 40 euros.\n", "b.md": "words only.\n" * 10,
+            "c.md": "more words only.\n" * 10}
+    vecs = np.array([[1.0, 0.0], [0.0, 1.0], [0.8, 0.6]])  # a's nearest neighbour is c
+    planner = Planner(docs, vecs, seed=0, window_chars=1500)
+    task = planner.next("numerical")
+    (source, (a, b)), = task["parts"]
+    assert source == "a.md" and "40 euros" in docs["a.md"][a:b]
+    two = [planner.next("spanning") for _ in range(3)]
+    firsts = {t["parts"][0][0]: t["parts"][1][0] for t in two}
+    assert firsts["a.md"] == "c.md"
+
+
+def test_quotas_follow_the_mix():
+    assert Options(n=10, mix={"direct_fact": 0.5, "numerical": 0.3, "spanning": 0.2}).quotas() == \
+        {"direct_fact": 5, "numerical": 3, "spanning": 2}
+    assert sum(Options(n=150).quotas().values()) == 150
+
+
+# -- the loop (scripted model) -------------------------------------------------------------------
+
+class Scripted:
+    def __init__(self, outs):
+        self.outs, self.n = outs, 0
+
+    def chat(self, messages, schema, temperature, seed, max_tokens=None):
+        text = self.outs[min(self.n, len(self.outs) - 1)]
+        self.n += 1
+        return Completion(text, 100, 20, 0.1, "stop")
+
+
+def _llm(role, outs):
+    return LabLLM(LLMPlan(LLMConfig(), role, "m.gguf", "m:1"), None, Scripted(outs))
+
+
+def test_generate_counts_every_rejection_and_writes_spans():
+    docs = {"kilns/ember.md": DOC}
+    item = lambda excerpt, q, a: json.dumps({"excerpt": excerpt, "question": q, "answer": a})  # noqa: E731
+    writer = _llm("testset", [
+        item("The Ember 40 kiln costs 4,900 euros", "How much does the Ember 40 kiln cost?", "It costs 4,900 euros."),
+        item("Ember 40 was invented on the moon", "Where was the Ember 40 kiln invented?", "On the moon."),
+        item("Its controller was designed by Marco Feltri", "Who?", "Marco Feltri."),
+        "not json",
+        item("The Ember 40 kiln costs 4,900 euros", "What is the price of the Ember 40 kiln?", "4,900 euros."),
+        item("Its controller was designed by Marco Feltri", "Who designed the Ember 40's controller?", "Marco Feltri."),
+    ])
+    checker = _llm("check", ['{"supported": "no"}', '{"supported": "yes"}'])
+    vectors = {"How much does the Ember 40 kiln cost?": [1.0, 0.0], "What is the price of the Ember 40 kiln?": [0.99, 0.14],
+               "Who designed the Ember 40's controller?": [0.0, 1.0]}
+
+    def embed(texts):
+        return np.array([vectors.get(t, [0.6, 0.8]) for t in texts])
+
+    out = generate(docs, writer, checker, embed, Options(n=2, mix={"direct_fact": 1.0}, max_candidates=10))
+    s = out.stats
+    # 1: the checker says no; 2: its excerpt is not in the document; 3: "Who?"; 4: not JSON;
+    # 5 and 6: checked, supported, accepted, and n = 2 is reached
+    assert s["candidates"] == 6 and s["n_accepted"] == 2
+    assert {k: v["n"] for k, v in s["rejected"].items() if v["n"]} == \
+        {"unsupported": 1, "excerpt_not_found": 1, "size": 1, "malformed": 1}
+    assert s["rejected"]["excerpt_not_found"]["examples"][0]["question"] == "Where was the Ember 40 kiln invented?"
+    assert [r["reference_answer"] for r in out.rows] == ["4,900 euros.", "Marco Feltri."]
+    assert out.rows[1]["keywords"] == ["Marco Feltri"]
+
+
+def test_generate_rejects_near_duplicates_of_accepted_questions():
+    docs = {"kilns/ember.md": DOC}
+    item = lambda q: json.dumps({"excerpt": "The Ember 40 kiln costs 4,900 euros", "question": q,  # noqa: E731
+                                 "answer": "It costs 4,900 euros."})
+    writer = _llm("testset", [item("How much does the Ember 40 kiln cost?"), item("What is the Ember 40 kiln's price?"),
+                              item("What does an Ember 40 kiln cost in euros?")])
+    checker = _llm("check", ['{"supported": "yes"}'])
+    vecs = {"How much does the Ember 40 kiln cost?": [1.0, 0.0], "What is the Ember 40 kiln's price?": [0.95, 0.31],
+            "What does an Ember 40 kiln cost in euros?": [0.6, 0.8]}
+    out = generate(docs, writer, checker, lambda t: np.array([vecs.get(x, [0.0, 1.0]) for x in t]),
+                   Options(n=2, mix={"direct_fact": 1.0}))
+    assert [r["question"] for r in out.rows] == ["How much does the Ember 40 kiln cost?",
+                                                 "What does an Ember 40 kiln cost in euros?"]
+    assert out.stats["rejected"]["near_duplicate"]["n"] == 1
+    row = out.rows[0]
+    start = DOC.index("The Ember 40 kiln costs 4,900 euros")
+    assert row["references"] == [{"source": "kilns/ember.md", "content": "The Ember 40 kiln costs 4,900 euros",
+                                  "start_index": start, "end_index": start + 35}]
+    assert row["keywords"] == ["4,900"] and row["id"] == "g0001" and row["category"] == "direct_fact"
+    assert out.stats["by_document"] == {"kilns/ember.md": 2} and out.stats["acceptance_rate"] == round(2 / 3, 4)
+
+
+# -- end to end, real models ---------------------------------------------------------------------
+
+def test_cli_with_smollm2_counts_its_rejections(tmp_path):
+    """SmolLM2-135M cannot copy excerpts: plumbing only. Nothing passes, so no eval set is
+    written, the sidecar says why each candidate failed, and the exit code is 1."""
+    out = tmp_path / "sets" / "kb.jsonl"
+    proc = lab(tmp_path, "generate", "--kb", str(ROOT / "tests" / "fixtures" / "kb"), "--out", str(out),
+               "--n", "2", "--max-candidates", "3", "--llm", "smollm2-135m-instruct", "--no-progress",
+               "--experiments", str(ROOT / "experiments"))
+    sidecar = json.loads(out.with_suffix(".gen.json").read_text())
+    assert sidecar["candidates"] == 3
+    assert sum(v["n"] for v in sidecar["rejected"].values()) + sidecar["n_accepted"] == 3
+    assert sidecar["model"]["model"] == "smollm2-135m-instruct"
+    if sidecar["n_accepted"] == 0:
+        assert proc.returncode == 1 and "no candidate of 3 passed the checks" in proc.stderr and not out.exists()
+    else:
+        assert proc.returncode == 0 and len(out.read_text().splitlines()) == sidecar["n_accepted"]
+
+
+@pytest.mark.slow
+def test_generate_over_the_formats_kb_then_run_an_experiment_on_it(tmp_path):
+    """The local Qwen over PDF, DOCX, HTML and markdown: every span of the set checks out
+    against the loader's text, and a run of formats-mixed scores the set."""
+    from lab.config import DEFAULT_CATEGORIES
+    from lab.evalsets.evalset import check_references, load_eval_set
+    from lab.rag.loaders import load_folder
+    from runs import latest, load
+
+    kb = ROOT / "knowledge-base-formats"
+    out = tmp_path / "formats.jsonl"
+    proc = lab(tmp_path, "generate", "--kb", str(kb), "--out", str(out), "--n", "3", "--mix",
+               "direct_fact=2,numerical=1", "--no-progress", "--experiments", str(ROOT / "experiments"))
+    assert proc.returncode == 0, proc.stderr
+    stats = json.loads(out.with_suffix(".gen.json").read_text())
+    eval_set = load_eval_set(out, DEFAULT_CATEGORIES)
+    assert len(eval_set.rows) == stats["n_accepted"] == 3
+    assert [r.category for r in eval_set.rows] == ["direct_fact", "direct_fact", "numerical"]
+    assert stats["skipped_files"] and stats["candidates"] >= 3  # the two unreadable PDFs, listed
+    corpus = load_folder(kb, [".md", ".txt", ".pdf", ".docx", ".html"], 5_000_000, False)
+    docs = {d.metadata["source"]: d.text for d in corpus.documents}
+    assert check_references(eval_set, docs) == 0
+    for row in eval_set.rows:
+        for ref in row.references:
+            assert docs[ref.source][ref.start_index:ref.end_index] == ref.content
+    proc = lab(tmp_path, "run", "formats-mixed", "--kb", str(kb), "--eval", str(out), "--retrieval-only",
+               "--experiments", str(ROOT / "experiments"))
+    assert proc.returncode == 0, proc.stderr
+    results, samples = load(latest(tmp_path, "formats-mixed"))
+    assert results["sample"]["n_questions"] == 3 and results["metrics"]["overall"]["span_recall"]["n"] == 3
