@@ -56,7 +56,7 @@ def add_parsers(sub: Any, common: Any) -> None:
                     "question touches, spans that do not match their document, keywords that favour BM25 or "
                     "match everything, reference answers their spans do not support (--check, an LLM call "
                     "per row) and, with --run, the smallest MRR difference each category can detect.",
-        epilog="example: lab audit eval_sets/docs.jsonl --kb ~/docs --run reports/turn13/latest",
+        epilog="example: lab audit eval_sets/docs.jsonl --kb ~/docs --run turn13",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     aud.add_argument("eval_set", type=Path, metavar="EVAL_SET")
     aud.add_argument("--kb", type=Path, required=True, help="knowledge-base folder the set is about")

@@ -36,6 +36,7 @@ from lab.config.load import (
     load_experiment,
     merge,
     retrieval_only,
+    run_overrides,
     set_path,
 )
 from lab.config.answering import (
@@ -72,5 +73,5 @@ __all__ = [
     "PageChunker", "ParentChildChunker", "QueryConfig", "RagasConfig", "RecursiveCharacterChunker", "RerankerConfig", "ReportConfig", "RetrieverConfig",
     "MergeConfig", "SampleConfig", "SummaryConfig", "SCHEMA_VERSION", "SemanticChunker", "SentenceTransformerRerankerConfig", "SentenceWindowChunker", "Strict",
     "TokenBudgetContext", "TopNContext", "TrackingConfig", "VectorRetriever", "component_names", "dump_yaml", "experiment_path",
-    "load_experiment", "merge", "retrieval_only", "set_path",
+    "load_experiment", "merge", "retrieval_only", "run_overrides", "set_path",
 ]

@@ -156,6 +156,22 @@ def retrieval_only(overrides: dict[str, Any]) -> dict[str, Any]:
     return {**overrides, **{section: None for section in ANSWER_SECTIONS}}
 
 
+def run_overrides(kb: str | Path | None = None, eval_set: str | Path | None = None, limit: int | None = None,
+                  seed: int | None = None, answers: bool = True) -> dict[str, Any]:
+    """The overrides of a run on other data, as every verb and the Python API build them: the
+    knowledge-base folder and eval set (``~`` expanded, made absolute, so that the config never
+    falls back to its own data), a sample of ``limit`` questions with ``seed``, and, with
+    ``answers=False``, :func:`retrieval_only`."""
+    data: dict[str, Any] = {}
+    if kb is not None:
+        data["knowledge_base"] = str(Path(kb).expanduser().resolve())
+    if eval_set is not None:
+        data["eval_set"] = str(Path(eval_set).expanduser().resolve())
+    sample = {key: value for key, value in (("limit", limit), ("seed", seed)) if value is not None}
+    out: dict[str, Any] = {section: value for section, value in (("data", data), ("sample", sample)) if value}
+    return out if answers else retrieval_only(out)
+
+
 def set_path(overrides: dict[str, Any], path: str | tuple[str, ...], value: Any) -> dict[str, Any]:
     """``overrides`` with the dotted ``path`` (``"retriever.alpha"``) set to ``value``."""
     parts = tuple(path.split(".")) if isinstance(path, str) else path

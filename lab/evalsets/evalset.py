@@ -135,9 +135,9 @@ def load_eval_set(path: Path, categories: Sequence[str] | None, labelled: Sequen
             if err["type"] == "extra_forbidden":
                 msg = "unknown field (allowed: id, question, keywords, reference_answer, category, references)"
             raise DataError(f"{path} line {lineno}: field '{field}': {msg}",
-                            hint="a row is {\"question\": ..., \"keywords\": [at least one], "
-                                 "\"reference_answer\": ..., \"category\": ...} with optional id and "
-                                 "references; see eval_sets/company.jsonl") from None
+                            hint="a row is {\"question\": ..., \"reference_answer\": ..., \"category\": ...} "
+                                 "with keywords (a list of words a retrieved chunk must hold), golden spans "
+                                 "(references), or both, and an optional id; see eval_sets/company.jsonl") from None
         if categories is not None and row.category not in categories:
             raise DataError(
                 f"{path} line {lineno}: field 'category': {row.category!r} is not a declared category"

@@ -259,7 +259,8 @@ def load_folder(root: Path, extensions: Sequence[str], max_file_bytes: int, embe
     kept it would shift every character offset, and so every golden span, by one).
     """
     if not root.exists():
-        raise DataError(f"knowledge base {root} does not exist", hint="check data.knowledge_base or KB=")
+        raise DataError(f"knowledge base {root} does not exist",
+                        hint="check the path given with --kb (make: KB=) or the config's data.knowledge_base")
     if not root.is_dir():
         raise DataError(f"knowledge base {root} is not a folder", hint="point data.knowledge_base at a folder")
     exts = {e.lower() for e in extensions}

@@ -48,3 +48,12 @@ def test_user_errors_exit_2_without_traceback(capsys):
     assert main(["run", "nope", "--experiments", str(ROOT / "experiments")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: no experiment 'nope'") and "Traceback" not in err
+
+
+def test_list_keeps_a_long_name_apart_from_its_description(capsys):
+    assert main(["list", "--experiments", str(ROOT / "experiments")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    long = next(line for line in lines if line.startswith("hybrid-headers-summary-merged "))
+    width = len("hybrid-headers-summary-merged") + 2  # the longest name here, and two spaces
+    assert [line[:width].rstrip() for line in lines][:3] == ["bm25-headers-summary", "bm25-headers", "bm25"]
+    assert long[width - 2:width] == "  " and long[width] != " "  # every description starts in one column

@@ -1,0 +1,82 @@
+"""The verbs that read run folders only: report, compare, show (no model is loaded)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from lab.cli import options
+from lab.cli.experiments import print_summary
+from lab.errors import LabError
+from lab.paths import follow_latest, resolve_run
+from lab.report.compare import default_folder, load_runs, paired_lines, render_compare, table, warnings
+from lab.report.designs import designs_table
+from lab.report.html import render_run
+
+
+def add_parsers(sub: Any, common: Any) -> None:
+    rep = sub.add_parser("report", help="re-render report.html from a run folder's files",
+                         epilog="example: lab report reports/turn13/20261122-130000")
+    rep.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run folder, or reports/<NAME>/LATEST")
+
+    cmp_ = sub.add_parser(
+        "compare", help="compare runs: the story, paired statistics, movers (HTML + terminal)",
+        description="Print the overall metrics of two or more runs side by side with deltas against the "
+                    "first, warn when they are not comparable (other eval set or sample, other k, other "
+                    "judge, or one experiment name run with different configs), and write compare.html: "
+                    "every metric per run overall and per category, paired bootstrap intervals and "
+                    "permutation/sign tests for each pair of adjacent runs, the questions that moved most, "
+                    "and questions.csv/.parquet. Reads results files only; no model is loaded.",
+        epilog="example: lab compare turn13 turn18 turn22-offline",
+    )
+    cmp_.add_argument("runs", nargs="+", metavar="RUN", help="a run folder, or an experiment NAME (its latest run)")
+    options.reports(cmp_)
+    cmp_.add_argument("--designs-table", action="store_true",
+                      help="print only a Markdown table of the runs as retrieval designs (MRR, nDCG, spans, passages, "
+                           "context, ms and LLM calls per question), each paired against the first RUN on MRR, "
+                           "Holm-adjusted; no HTML")
+    cmp_.add_argument("--also", metavar="RUN", help="with --designs-table: a second base, in a column of its own")
+    cmp_.add_argument("--out", type=Path, metavar="DIR", help="folder for compare.html (default: reports/_compare/<names>)")
+    cmp_.add_argument("--force", action="store_true", help="replace the compare.html and exports in --out DIR")
+    cmp_.add_argument("--no-html", action="store_true", help="print the table only")
+
+    show = sub.add_parser("show", help="print a run's summary table (with 95%% intervals) in the terminal",
+                          epilog="example: lab show turn13")
+    show.add_argument("run", metavar="RUN", help="an experiment NAME (its latest run) or a run folder")
+    options.reports(show)
+
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    run_dir = follow_latest(args.run_dir)
+    if not (run_dir / "results.json").is_file():
+        raise LabError(f"{run_dir} is not a run folder (no results.json)", hint="pass reports/<NAME>/<run-id>")
+    print(render_run(run_dir))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    if args.designs_table:
+        names = list(dict.fromkeys([*args.runs, *([args.also] if args.also else [])]))
+        print(designs_table(load_runs(names, args.reports), args.also), end="")
+        return 0
+    runs = load_runs(args.runs, args.reports)
+    print("\n".join(table([r.results for r in runs])))
+    print("\n".join(paired_lines(runs)))
+    for w in warnings([r.results for r in runs]):
+        print(f"warning: {w}")
+    if not args.no_html:
+        out = render_compare(runs, args.out or default_folder(runs, args.reports), args.force or not args.out)
+        print(f"comparison: {out}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    folder = resolve_run(args.run, args.reports)
+    print_summary(folder)
+    print(f"report: {folder / 'report.html'}")
+    return 0
+
+
+COMMANDS = {"report": cmd_report, "compare": cmd_compare, "show": cmd_show}
