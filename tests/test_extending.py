@@ -194,9 +194,7 @@ def follow_the_recipes(lab: Path) -> None:
             'JUDGE_METHODS = ("rubric", "rubric-expected", "per-dimension", "claims", "length")')
     insert(lab / "judge" / "methods.py", "assert set(METHODS.names()) == set(JUDGE_METHODS)", JUDGE_METHOD_CODE.lstrip() + "\n\n")
     # importer: 1 file
-    insert(lab / "evalsets" / "interop.py",
-           'IMPORTERS.register("csv")(Importer(lambda source, category, extra: _from_csv(source, category), {}))\n',
-           IMPORTER_CODE, after=True)
+    insert(lab / "evalsets" / "interop.py", "def import_set(", IMPORTER_CODE.lstrip() + "\n\n")
 
 
 def changed_files(original: Path, copy: Path) -> set[str]:
