@@ -22,6 +22,7 @@ import fcntl
 import hashlib
 import json
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -395,8 +396,13 @@ class SemanticQueryCache(SqliteStore):
 
 
 def _hits(text: object) -> list | None:
+    """A semantic entry's hits, ``[[node id, score], ...]``, or None where they are damaged (not
+    JSON, not pairs, a score that is not a finite number)."""
     try:
         hits = json.loads(text)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
-    return hits if isinstance(hits, list) else None
+    ok = isinstance(hits, list) and all(
+        isinstance(h, list) and len(h) == 2 and isinstance(h[0], str)
+        and (h[1] is None or (isinstance(h[1], (int, float)) and math.isfinite(h[1]))) for h in hits)
+    return hits if ok else None

@@ -14,6 +14,7 @@ Searches check their distances too (:mod:`lab.rag.store`).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -178,8 +179,6 @@ def _reuse(key: str, final: Path, embed_model: Any, ann: AnnConfig | None) -> In
 
 def _refused(exc: BaseException) -> bool:
     """A disk that refuses (permissions, read-only): the cache's fault, not damage to the table."""
-    import errno
-
     if isinstance(exc, OSError) and exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
         return True
     return any(w in str(exc).lower() for w in ("permission denied", "read-only file system"))

@@ -429,18 +429,21 @@ def test_an_llm_response_that_is_not_json_is_asked_again(tmp_path, caplog):
 
 
 def test_semantic_cache_entries_that_are_damaged_are_left_out(tmp_path, caplog):
+    """A vector of another length, hits that are not JSON, a score that is not finite: each such
+    entry is left out (the question is retrieved again), the others serve as before."""
     path = tmp_path / "semantic.sqlite"
     unit = np.eye(8, dtype=np.float32)
-    SemanticQueryCache(path, "s", 0.9).put_many([(f"q{i}", unit[i], [["n", 0.5]]) for i in range(4)])
+    SemanticQueryCache(path, "s", 0.9).put_many([(f"q{i}", unit[i], [["n", 0.5]]) for i in range(5)])
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE entries SET vec = ? WHERE question = 'q1'", (unit[1][:5].tobytes(),))
         conn.execute("UPDATE entries SET hits = ? WHERE question = 'q2'", ("[[",))
+        conn.execute("UPDATE entries SET hits = ? WHERE question = 'q4'", ('[["n", NaN]]',))
     conn.close()
     with caplog.at_level(logging.WARNING):
         cache = SemanticQueryCache(path, "s", 0.9)
-    assert "2 damaged entries are left out" in warnings_of(caplog)
+    assert "3 damaged entries are left out" in warnings_of(caplog)
     assert cache.lookup(unit[0])["question"] == "q0" and cache.lookup(unit[3])["question"] == "q3"
-    assert cache.lookup(unit[1]) is None and cache.lookup(unit[2]) is None
+    assert cache.lookup(unit[1]) is None and cache.lookup(unit[2]) is None and cache.lookup(unit[4]) is None
 
 
 def test_the_index_key_is_unchanged(cfg, corpus, model, healthy):
