@@ -61,7 +61,10 @@ class Sample(TypedDict, total=False):
     retrieved: list[Retrieved]
     first_stage: list[dict] | None  # [{id, score}] before reranking; None without a reranker
     timings: dict[str, float | None]
-    references: list[dict]  # [{source, start, end}]
+    # [{source, start, end}]; since the span rank metrics also rank (of the first passage holding the
+    # span, None: none), held_by_twin (true where that passage holds a twin), and, for a span with
+    # twins (the same text elsewhere: lab.evalsets.twins), twins [{source, start, end}] and n_twins
+    references: list[dict]
     query_rewrites: list[str]  # the LLM's rewrites of the question (query: multi_query)
     span_chars: int | None
     rerank: dict  # {fired, why}
@@ -125,49 +128,47 @@ _FIX = "the run folder is damaged (an interrupted copy or a hand edit?): rerun t
        "call is cached, so it costs seconds) or delete the folder"
 
 
+def _parse(path: Path, text: str, what: str, lineno: int = 1) -> object:
+    """``text`` as JSON, or the error that names ``path`` and the line (``lineno``: the line
+    ``text`` starts on)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path} line {lineno + exc.lineno - 1}: not valid JSON ({exc.msg})", hint=_FIX) from None
+    except RecursionError:
+        raise DataError(f"{path} line {lineno}: nested too deeply to be {what}", hint=_FIX) from None
+
+
+def _text(path: Path, missing_hint: str = _FIX) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file", hint=missing_hint) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: cannot be read ({getattr(exc, 'strerror', None) or exc})", hint=_FIX) from None
+
+
 def read_results(run_dir: Path) -> Results:
     """``results.json`` of the run in ``run_dir``."""
     path = Path(run_dir) / "results.json"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file", hint="pass a run folder (reports/<NAME>/<run-id>) or a NAME "
-                                                      "that `lab run NAME` has written") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: cannot be read ({getattr(exc, 'strerror', None) or exc})", hint=_FIX) from None
-    try:
-        results = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path} line {exc.lineno}: not valid JSON ({exc.msg})", hint=_FIX) from None
-    except RecursionError:
-        raise DataError(f"{path}: nested too deeply to be a run's results", hint=_FIX) from None
+    text = _text(path, "pass a run folder (reports/<NAME>/<run-id>) or a NAME that `lab run NAME` has written")
+    results = _parse(path, text, "a run's results")
     if not isinstance(results, dict) or not isinstance(results.get("metrics"), dict):
         raise DataError(f"{path}: not a run's results (no 'metrics' object)", hint=_FIX)
-    return results
+    return results  # type: ignore[return-value]
 
 
 def read_samples(run_dir: Path) -> list[Sample]:
     """``samples.jsonl`` of the run in ``run_dir``: one dict per question, in file order."""
     path = Path(run_dir) / "samples.jsonl"
     samples: list[Sample] = []
-    try:
-        with open(path, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"{path} line {lineno}: not valid JSON ({exc.msg})", hint=_FIX) from None
-                except RecursionError:
-                    raise DataError(f"{path} line {lineno}: nested too deeply to be a question", hint=_FIX) from None
-                if not isinstance(row, dict):
-                    raise DataError(f"{path} line {lineno}: not a question's record (a JSON object)", hint=_FIX)
-                samples.append(row)
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file", hint=_FIX) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"{path}: cannot be read ({getattr(exc, 'strerror', None) or exc})", hint=_FIX) from None
+    for lineno, line in enumerate(_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        row = _parse(path, line, "a question", lineno)
+        if not isinstance(row, dict):
+            raise DataError(f"{path} line {lineno}: not a question's record (a JSON object)", hint=_FIX)
+        samples.append(row)  # type: ignore[arg-type]
     return samples
 
 
