@@ -36,3 +36,11 @@ class ModelNotFoundError(LabError):
 
 class CacheError(LabError):
     """A cache entry is damaged and can be neither set aside nor used."""
+
+
+class RunFailedError(LabError):
+    """A command finished, but the model calls it was for failed: ``lab run`` wrote a run in which
+    every answer (or every judgement) failed, so that stage's metrics measure nothing; ``lab ask``
+    has an answer that failed. Exit code 3, so that scripts and CI notice."""
+
+    exit_code = 3

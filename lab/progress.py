@@ -142,7 +142,12 @@ def run_all(fn: Callable[[T], object], items: Sequence[T], desc: str, bar: bool,
         return [fn(x) for x in progress(items, len(items), desc, bar)]
     with ThreadPoolExecutor(max_workers=concurrency) as pool:
         futures = [pool.submit(fn, x) for x in items]
-        return [f.result() for f in progress(futures, len(futures), desc, bar)]
+        try:
+            return [f.result() for f in progress(futures, len(futures), desc, bar)]
+        except BaseException:  # an error that stops the command: the items not started never start
+            for f in futures:
+                f.cancel()
+            raise
 
 
 #: Libraries whose INFO chatter is not the user's business (their warnings still show).

@@ -17,8 +17,9 @@ from lab.progress import PrintableStream, printable, setup_logging
 # (report, compare, show), data (the eval-set verbs), judge, decide (power), gate, track. The verbs
 # that build or run pipelines import lab.rag, lab.eval and lab.models inside their handlers.
 
-EPILOG = ("Exit codes: 0 done, 2 bad input (config, data or model; the message says how to fix it), 130 interrupted "
-          "(Ctrl-C), 143 terminated (SIGTERM); finished work is cached either way.")
+EPILOG = ("Exit codes: 0 done, 2 bad input (config, data or model; the message says how to fix it), 3 the model "
+          "calls failed (lab run: every answer or every judgement, the run is written; lab ask: an answer), "
+          "130 interrupted (Ctrl-C), 143 terminated (SIGTERM); finished work is cached either way.")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,11 +17,11 @@ from lab import heap
 from lab.cli import options, track, workers
 from lab.config import dump_yaml, load_experiment, run_overrides
 from lab.config.load import describe
-from lab.errors import LabError
+from lab.errors import LabError, RunFailedError
 from lab.metrics import catalog
 from lab.paths import cache_root
 
-from lab.report.terminal import summary_lines
+from lab.report.terminal import all_failed, summary_lines
 from lab.runfiles import load_run
 
 if TYPE_CHECKING:
@@ -147,10 +147,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = load_experiment(args.name, args.experiments, _overrides(args))
     track.require(args, cfg)  # with --track or a tracking: section, mlflow must import: fail before running
     run_dir = run_experiment(cfg, _run_opts(args))
-    print_summary(run_dir)
+    results, samples = load_run(run_dir)
+    print("\n".join(summary_lines(results, samples)))
     print(f"report: {run_dir / 'report.html'}")
     if args.track or cfg.tracking is not None:
         track.after_run(args, run_dir, cfg.tracking)
+    failed = all_failed(results, samples)
+    if failed:  # written (and tracked), but it measured nothing: said last, and by the exit code
+        raise RunFailedError(f"{failed}\n  the run in {run_dir} is kept, but its scores of that stage measure nothing",
+                             hint="fix the LLM or its server (the error above) and run the same command again; "
+                                  "what succeeded is cached")
     return 0
 
 
@@ -212,19 +218,25 @@ def cmd_ask(args: argparse.Namespace) -> int:
     startup = time.perf_counter() - t0
     questions = [args.question] if args.question else (line.strip() for line in sys.stdin)
     history: list[dict] = []
+    failed: list[str] = []
     for question in questions:
         if not question:
             continue
         response = engine.ask(question, history[-2 * args.history_turns:] if args.history_turns else None)
         _print_answer(response, startup)
+        if response.metadata["answer"].get("status") == "failed":
+            failed.append(response.metadata["answer"]["error"])
         history += [{"role": "user", "content": question}, {"role": "assistant", "content": str(response)}]
         startup = 0.0
+    if failed:  # never an empty answer with exit code 0
+        raise RunFailedError(f"{len(failed)} answer{'s' if len(failed) > 1 else ''} failed: {failed[0]}",
+                             hint="fix the LLM or its server and ask again; answers that were made are cached")
     return 0
 
 
 def _print_answer(response, startup: float) -> None:
     a, ctx, t = response.metadata["answer"], response.metadata["context"], response.metadata["timings"]
-    print(a["text"])
+    print(a["text"] if a.get("status") != "failed" else "(no answer: the LLM call failed; the error is below)")
     print("\nsources:")
     for p in ctx["passages"]:
         mark = "cited" if p["number"] in a["citations"] else "     "

@@ -75,6 +75,29 @@ class LLMCallError(LabError):
     exit_code = 1
 
 
+class LLMUnreachable(LabError):
+    """A remote LLM that no call has reached yet refused the connection (or its name did not
+    resolve, or the connection timed out): no network, a server that is down, a wrong base URL.
+    Not recorded as a failed answer: the command stops (exit code 2) with the fix, since every
+    other call would fail the same way."""
+
+
+#: Exceptions that mean no connection was made (as opposed to a server that answered with an error).
+_CONNECT_FAILURES = {"ConnectError", "ConnectTimeout", "ConnectionRefusedError", "gaierror"}
+
+
+def connect_failure(exc: BaseException) -> BaseException | None:
+    """The exception in ``exc``'s chain that says no connection was made, or None when a
+    server answered (a 4xx/5xx, a timeout while reading, a reply that is not JSON)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if type(exc).__name__ in _CONNECT_FAILURES:
+            return exc  # httpx's ConnectError: "[Errno 111] Connection refused"
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 @dataclass
 class Usage:
     """Counters of one role (generation, judge, ...)."""
@@ -117,6 +140,8 @@ class LabLLM:
         self.backend = backend if backend is not None else build_backend(plan)
         self.usage = Usage(cost_usd=0.0 if self.price is not None else None)
         self._lock = threading.Lock()
+        self._reached = False  # a computed call has succeeded: the server is reachable
+        self._unreachable: LLMUnreachable | None = None  # set once no connection could be made
 
     @property
     def price(self) -> tuple[float, float] | None:
@@ -185,19 +210,24 @@ class LabLLM:
                 with self._lock:
                     self.usage.cached += 1
                 return Completion(**{**hit, "cached": True})
+        if self._unreachable is not None and not self._reached:
+            raise self._unreachable
         try:
             out = self._call(messages, schema, temperature, seed, max_tokens)
         except Exception as exc:  # recorded by the caller as a failed answer or judgement
             with self._lock:
                 self.usage.failed += 1
-            msg = f"{type(exc).__name__}: {exc}"
-            if self.plan.key:
-                msg = msg.replace(self.plan.key, "***")
             retries = f" after {cfg.max_retries} retries" if cfg.backend in REMOTE else ""
+            cause = connect_failure(exc) if cfg.backend in REMOTE else None
+            if cause is not None and not self._reached:
+                self._unreachable = self._unreachable_error(cause, retries)
+                raise self._unreachable from None
+            msg = self._hide_key(f"{type(exc).__name__}: {exc}")
             raise LLMCallError(f"{self.plan.role} LLM ({cfg.model}) call failed{retries}: {msg[:500]}") from None
         if self.cache is not None:
             self.cache.put(key, {k: v for k, v in asdict(out).items() if k != "cached"})
         with self._lock:
+            self._reached = True
             u = self.usage
             u.calls += 1
             u.prompt_tokens += out.prompt_tokens
@@ -208,6 +238,21 @@ class LabLLM:
                     out.prompt_tokens * self.price[0] + out.completion_tokens * self.price[1]
                 ) / 1e6
         return out
+
+    def _hide_key(self, text: str) -> str:
+        return text.replace(self.plan.key, "***") if self.plan.key else text
+
+    def _unreachable_error(self, cause: BaseException, retries: str) -> LLMUnreachable:
+        """The stop of a command whose remote LLM could not be reached by its first call."""
+        cfg = self.plan.cfg
+        where = cfg.base_url or "https://api.openai.com/v1"
+        reason = self._hide_key(f"{type(cause).__name__}: {cause}")[:300]
+        return LLMUnreachable(
+            f"{self.plan.role} LLM ({cfg.backend} {cfg.model} at {where}): no connection{retries} ({reason}); "
+            "stopped before any answer was recorded, since every call would fail the same way",
+            hint=f"check the network and that the server is up (for OpenAI, a proxy in HTTPS_PROXY if "
+                 f"you need one), or correct the base_url of the config's {self.plan.role} LLM; finished work is "
+                 "cached: run the same command again once the server answers")
 
     def choice_logprobs(self, messages: list[dict], prompt_version: str, prefix: str, choices: list[str]
                         ) -> dict[str, float]:

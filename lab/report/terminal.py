@@ -70,3 +70,17 @@ def judge_checks_lines(results: dict) -> list[str]:
     if second:
         out.append("  " + "; ".join(second))
     return out
+
+
+def all_failed(results: dict, samples: list[dict]) -> str | None:
+    """What a written run failed to measure at all: every answer failed, or every judgement did
+    (with the first error), else None. Such a run is kept, but its answer and judge metrics say
+    nothing, and ``lab run`` says so and exits with code 3."""
+    for section, key, what in (("answers", "answer", "answer"), ("judge", "judgement", "judgement")):
+        counts = results.get(section) or {}
+        n = counts.get("n", counts.get("n_judged", 0) + counts.get("n_failed", 0))
+        failed = counts.get("failed", counts.get("n_failed", 0))
+        if n and failed == n:
+            first = next((s[key].get("error") for s in samples if (s.get(key) or {}).get("error")), None)
+            return f"every {what} failed ({failed} of {n}){f': {first}' if first else ''}"
+    return None

@@ -1,0 +1,184 @@
+"""A remote LLM with no network, or a server that fails every call: `lab ask` and `lab run` stop
+with exit code 2 and the fix when the first calls cannot connect, and exit with code 3 (the run
+written) when every answer or every judgement failed; never an empty answer with exit code 0.
+"No network" is a closed port on 127.0.0.1 (connection refused); the failing server is the fake
+OpenAI-compatible one of tests/remote_server.py."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from lab.cli import main
+from lab.config import LLMConfig
+from lab.models.llm import LabLLM, LLMCallError, LLMUnreachable
+from lab.models.resolve import resolve_llm
+from remote_server import FakeServer, remote, server  # noqa: F401  (the fixture)
+from runs import latest
+
+QUESTION = "Where is Brightwater Kilns?"
+FIX = ("  fix: check the network and that the server is up (for OpenAI, a proxy in HTTPS_PROXY if you need one), "
+       "or correct the base_url of the config's generation LLM; finished work is cached: run the same command "
+       "again once the server answers")
+
+
+def closed_port() -> int:
+    """A local port where nothing listens: a connection to it is refused at once."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+@pytest.fixture
+def cli(capsys):
+    """``lab ARGS`` in this process: (exit code, stdout, stderr)."""
+
+    def run(*args) -> tuple[int, str, str]:
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exc:
+            code = exc.code
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run
+
+
+def llm_yaml(url: str, backend: str = "openai_compatible") -> str:
+    model = "gpt-4.1-nano" if backend == "openai" else "fake"
+    return (f"    backend: {backend}\n    base_url: {url}\n    model: {model}\n    api_key_env: LAB_TEST_KEY\n"
+            "    max_retries: 1\n    timeout_s: 2\n    concurrency: 1\n    price_per_mtok: [0, 0]\n")
+
+
+def experiment(project: Path, name: str, generation: str, judge: str | None = None) -> list[str]:
+    """experiments/NAME.yaml over the fixture project with these LLM sections; the options that
+    keep everything in the project."""
+    judge_yaml = "judge: null\n" if judge is None else f"judge:\n  calibration: false\n  checks: 0\n  llm:\n{judge}"
+    (project / "experiments" / f"{name}.yaml").write_text(
+        f"schema_version: 1\nextends: small\ndescription: remote\ngeneration:\n  llm:\n{generation}{judge_yaml}")
+    return ["--experiments", project / "experiments", "--cache", project / "cache"]
+
+
+@pytest.fixture
+def key(monkeypatch):
+    monkeypatch.setenv("LAB_TEST_KEY", "sk-test")
+
+
+# --- the LLM: a connection refused before any call got through stops; after one, it is recorded --
+
+
+def test_a_refused_first_call_stops_with_the_url_and_the_fix(tmp_path, key):
+    url = f"http://127.0.0.1:{closed_port()}/v1"  # backend openai: no probe at start-up, as api.openai.com
+    cfg = LLMConfig(backend="openai", model="gpt-4.1-nano", base_url=url, api_key_env="LAB_TEST_KEY", max_retries=1)
+    llm = LabLLM(resolve_llm(cfg, "generation", tmp_path), None)
+    with pytest.raises(LLMUnreachable) as exc:
+        llm.chat([{"role": "user", "content": "hello"}], "p-v1")
+    assert str(exc.value) == (
+        f"generation LLM (openai gpt-4.1-nano at {url}): no connection after 1 retries "
+        "(ConnectError: [Errno 111] Connection refused); stopped before any answer was recorded, "
+        f"since every call would fail the same way\n{FIX}")
+    assert exc.value.exit_code == 2
+    t0 = time.perf_counter()  # the calls after it stop at once, without trying again
+    with pytest.raises(LLMUnreachable):
+        llm.chat([{"role": "user", "content": "another"}], "p-v1")
+    assert time.perf_counter() - t0 < 0.1
+
+
+def test_a_server_that_answered_once_and_then_went_away_is_a_recorded_failure(server, tmp_path, monkeypatch):  # noqa: F811
+    s = server()
+    llm = remote(s.url, tmp_path, monkeypatch, max_retries=0, timeout_s=1.0)
+    assert llm.chat([{"role": "user", "content": "hello"}], "p-v1").text == "echo: hello"
+    s.close()
+    s.httpd.server_close()
+    with pytest.raises(LLMCallError, match=r"generation LLM \(tiny\) call failed after 0 retries: "
+                                           r"APIConnectionError: Connection error\."):
+        llm.chat([{"role": "user", "content": "again"}], "p-v1")
+
+
+def test_a_server_error_is_not_a_lost_connection(server, tmp_path, monkeypatch):  # noqa: F811
+    s = server([500] * 5)
+    llm = remote(s.url, tmp_path, monkeypatch, max_retries=1, timeout_s=1.0)
+    with pytest.raises(LLMCallError, match="InternalServerError"):
+        llm.chat([{"role": "user", "content": "hello"}], "p-v1")
+
+
+# --- lab ask ---------------------------------------------------------------------------------------
+
+
+def test_ask_with_no_network_exits_2_naming_the_url_and_the_fix(cli, project, key):
+    url = f"http://127.0.0.1:{closed_port()}/v1"  # backend openai: no probe at start-up, as api.openai.com
+    opts = experiment(project, "remote", llm_yaml(url, "openai"))
+    code, out, err = cli("ask", "remote", QUESTION, *opts)
+    assert code == 2
+    assert out == ""
+    assert err == (f"error: generation LLM (openai gpt-4.1-nano at {url}): no connection after 1 retries "
+                   "(ConnectError: [Errno 111] Connection refused); stopped before any answer was "
+                   f"recorded, since every call would fail the same way\n{FIX}\n")
+
+
+def test_ask_shows_a_failed_answer_and_exits_3(cli, project, key, server):  # noqa: F811
+    s = server([500] * 10)
+    opts = experiment(project, "remote", llm_yaml(s.url))
+    code, out, err = cli("ask", "remote", QUESTION, *opts)
+    assert code == 3
+    assert out.splitlines()[0] == "(no answer: the LLM call failed; the error is below)"
+    assert err.startswith("error: 1 answer failed: generation LLM (fake) call failed after 1 retries: "
+                          "InternalServerError: Error code: 500")
+    assert err.endswith("\n  fix: fix the LLM or its server and ask again; answers that were made are cached\n")
+
+
+# --- lab run -------------------------------------------------------------------------------------
+
+
+def test_run_with_no_network_stops_at_the_first_answers_with_exit_2(cli, project, key):
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    opts = experiment(project, "remote", llm_yaml(url, "openai"))
+    t0 = time.perf_counter()
+    code, out, err = cli("run", "remote", "--no-progress", "--reports", project / "reports", *opts)
+    assert code == 2
+    assert f"error: generation LLM (openai gpt-4.1-nano at {url}): no connection after 1 retries " in err
+    assert err.endswith(f"{FIX}\n")
+    assert not (project / "reports" / "remote").exists()  # nothing written that looks like a result
+    assert time.perf_counter() - t0 < 60  # the index is built first; the calls stop within seconds
+
+
+def test_run_in_which_every_answer_failed_is_written_and_exits_3(cli, project, key, server):  # noqa: F811
+    s = server([500] * 100)  # a server that answers, with an error: each answer is recorded as failed
+    opts = experiment(project, "remote", llm_yaml(s.url))
+    code, out, err = cli("run", "remote", "--no-progress", "--reports", project / "reports", *opts)
+    assert code == 3
+    run = latest(project, "remote")
+    results = json.loads((run / "results.json").read_text())
+    assert results["answers"]["failed"] == results["answers"]["n"] == 6
+    assert out.splitlines()[-1] == f"report: {run / 'report.html'}"
+    last = err.split("error: ", 1)[1]
+    assert last.startswith("every answer failed (6 of 6): generation LLM (fake) call failed after 1 retries: "
+                           "InternalServerError: Error code: 500")
+    assert last.endswith(f"\n  the run in {run} is kept, but its scores of that stage measure nothing\n"
+                         "  fix: fix the LLM or its server (the error above) and run the same command again; "
+                         "what succeeded is cached\n")
+
+
+def test_run_in_which_every_judgement_failed_exits_3(cli, project, key, server):  # noqa: F811
+    answers, judge = server(), server([500] * 100)
+    opts = experiment(project, "remote", llm_yaml(answers.url), llm_yaml(judge.url))
+    code, out, err = cli("run", "remote", "--no-progress", "--reports", project / "reports", *opts)
+    assert code == 3
+    results = json.loads((latest(project, "remote") / "results.json").read_text())
+    assert results["answers"]["failed"] == 0 and results["judge"]["n_failed"] == 6
+    assert "error: every judgement failed (6 of 6): " in err
+
+
+def test_run_with_some_answers_failed_exits_0(cli, project, key, server):  # noqa: F811
+    s = server([500, 500])  # the first answer fails (the call and its retry); the others are answered
+    opts = experiment(project, "remote", llm_yaml(s.url))
+    code, out, err = cli("run", "remote", "--no-progress", "--reports", project / "reports", *opts)
+    assert code == 0, err
+    results = json.loads((latest(project, "remote") / "results.json").read_text())
+    assert results["answers"]["failed"] == 1 and results["answers"]["n"] == 6
