@@ -184,10 +184,15 @@ def _holder(lock: Path) -> str | None:
     return f"process {pid}"
 
 
+#: ``reports/<NAME>/LATEST`` names the newest run of NAME, sample or not; ``LATEST-FULL`` the newest
+#: run over the whole eval set (written by runs since it was added: older folders have none).
+LATEST, LATEST_FULL = "LATEST", "LATEST-FULL"
+
+
 def follow_latest(path: Path) -> Path:
     """``reports/<NAME>/LATEST`` (a file naming the newest run id) -> that run's folder; any
     other path as it is."""
-    if path.name == "LATEST" and path.is_file():
+    if path.name in (LATEST, LATEST_FULL) and path.is_file():
         return path.parent / path.read_text().strip()
     return path
 

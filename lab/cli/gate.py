@@ -15,8 +15,9 @@ from pydantic import ValidationError
 from lab.config import GateConfig, load_experiment
 from lab.cli import options
 from lab.errors import ConfigError, LabError
-from lab.paths import check_output, resolve_run, write_atomic
+from lab.paths import check_output, write_atomic
 from lab.report.compare import load_runs
+from lab.report.latest import Chosen, choose_run
 from lab.runfiles import read_results
 from lab.metrics.catalog import DEFAULT_METRIC
 from lab.report.gate import DEFAULT_ALPHA, DEFAULT_MARGIN, gate_lines, gate_runs, gate_section, junit_xml
@@ -114,25 +115,29 @@ def _section(results: dict, experiments: Path) -> tuple[GateConfig | None, str]:
                           hint="pass the metrics with --metric NAME=MARGIN") from None
 
 
-def _baseline(ref: str | None, section: GateConfig | None, experiments: Path, reports: Path) -> Path:
+def _baseline(ref: str | None, section: GateConfig | None, experiments: Path, reports: Path) -> Chosen:
     if ref is not None:
-        return resolve_run(ref, reports)
+        return choose_run(ref, reports)
     if section is None or section.baseline is None:
         raise ConfigError("lab gate with one RUN needs a baseline: the candidate's config has no gate.baseline",
                           hint="pass two runs, lab gate BASELINE CANDIDATE, or set gate: {baseline: ...} in its config")
     in_project = experiments.resolve().parent / section.baseline  # a run folder relative to the project root
-    return resolve_run(str(in_project) if (in_project / "results.json").is_file() else section.baseline, reports)
+    return choose_run(str(in_project) if (in_project / "results.json").is_file() else section.baseline, reports)
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
     if len(args.runs) > 2:
         raise LabError(f"lab gate takes a BASELINE and a CANDIDATE, got {len(args.runs)} runs",
                        hint="gate one candidate at a time: lab gate turn13 hybrid")
-    candidate = resolve_run(args.runs[-1], args.reports)
+    chosen = choose_run(args.runs[-1], args.reports)  # a NAME: its latest full run (lab.report.latest)
+    candidate = chosen.folder
     section, where = _section(read_results(candidate), args.experiments)
     margins = margins_from_args(args.metric, args.margin, section)
     alpha = args.alpha if args.alpha is not None else (section.alpha if section else DEFAULT_ALPHA)
-    baseline = _baseline(args.runs[0] if len(args.runs) == 2 else None, section, args.experiments, args.reports)
+    base_chosen = _baseline(args.runs[0] if len(args.runs) == 2 else None, section, args.experiments, args.reports)
+    baseline = base_chosen.folder
+    for note in (c.note for c in (base_chosen, chosen) if c.note):
+        print(f"note: {note}")  # which run a NAME stands for, before anything is computed from it
     if args.junit:
         check_output(args.junit, [baseline, candidate], None, args.force, "--junit")
     base_run, cand_run = load_runs([str(baseline), str(candidate)], args.reports)

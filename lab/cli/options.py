@@ -26,10 +26,15 @@ def metric(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--metric", default=DEFAULT_METRIC, help=f"{what} (default: {DEFAULT_METRIC})")
 
 
-def run(p: argparse.ArgumentParser, sample: bool = True) -> None:
-    """The options every verb that runs an experiment takes."""
+def data(p: argparse.ArgumentParser) -> None:
+    """Your documents and questions in place of the config's: every verb that reads them."""
     p.add_argument("--kb", type=Path, help="knowledge-base folder (overrides data.knowledge_base)")
     p.add_argument("--eval", type=Path, help="eval set JSONL (overrides data.eval_set)")
+
+
+def run(p: argparse.ArgumentParser, sample: bool = True) -> None:
+    """The options every verb that runs an experiment takes."""
+    data(p)
     if sample:
         p.add_argument("--limit", type=count, help="evaluate a stratified sample of N questions")
         p.add_argument("--seed", type=int, help="seed of the sample (default: the config's, 13)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -59,13 +60,18 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     if args.designs_table:
         names = list(dict.fromkeys([*args.runs, *([args.also] if args.also else [])]))
-        print(designs_table(load_runs(names, args.reports), args.also), end="")
+        runs = load_runs(names, args.reports)
+        for note in (r.note for r in runs if r.note):
+            print(f"note: {note}", file=sys.stderr)  # stdout is the Markdown table
+        print(designs_table(runs, args.also), end="")
         return 0
     runs = load_runs(args.runs, args.reports)
+    # which runs the names stand for, and why the figures may not compare, before the figures
+    notes = [f"note: {r.note}" for r in runs if r.note]
+    for line in notes + [f"warning: {w}" for w in warnings([r.results for r in runs])]:
+        print(line)
     print("\n".join(table([r.results for r in runs])))
     print("\n".join(paired_lines(runs)))
-    for w in warnings([r.results for r in runs]):
-        print(f"warning: {w}")
     if not args.no_html:
         out = render_compare(runs, args.out or default_folder(runs, args.reports), args.force or not args.out)
         print(f"comparison: {out}")

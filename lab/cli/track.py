@@ -10,8 +10,8 @@ from typing import Any
 
 from lab.cli import options
 from lab.errors import LabError
-from lab.paths import resolve_run
 from lab.report import tracking as tr
+from lab.report.latest import choose_run
 from lab.runfiles import read_results
 
 
@@ -83,7 +83,10 @@ def after_run(args: argparse.Namespace, run_dir: Path, tracking: Any) -> None:
 
 def cmd_track(args: argparse.Namespace) -> int:
     tr.import_mlflow()  # fails first, with the fix, when the extra is missing
-    folders = [resolve_run(ref, args.reports) for ref in args.runs]
+    chosen = [choose_run(ref, args.reports) for ref in args.runs]  # a NAME: its latest full run
+    for note in (c.note for c in chosen if c.note):
+        print(f"note: {note}")
+    folders = [c.folder for c in chosen]
     for folder in folders:
         config = read_results(folder).get("config") or {}
         uri, experiment = _destination(args, config.get("tracking"))

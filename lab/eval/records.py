@@ -22,7 +22,7 @@ import lab
 from lab import faults
 from lab.config import ExperimentConfig, dump_yaml
 from lab.errors import LabError
-from lab.paths import inside
+from lab.paths import LATEST, LATEST_FULL, inside
 from lab.rag.postprocess import score_float
 from lab.report.html import render_run
 from lab.runfiles import Results, Retrieved, Sample
@@ -117,13 +117,17 @@ def _write_run(results: Results, samples: list[Sample], cfg: ExperimentConfig, r
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    latest_tmp = base / f".LATEST.tmp-{os.getpid()}"
-    try:
-        latest_tmp.write_text(run_id + "\n")
-        os.replace(latest_tmp, base / "LATEST")
-    except OSError as exc:  # the run is complete; only the pointer to it could not be moved
-        latest_tmp.unlink(missing_ok=True)
-        raise LabError(f"the run is complete in {base / run_id}, but {base / 'LATEST'} could not be updated: "
-                       f"{exc.strerror or exc}",
-                       hint=f"free disk space; meanwhile pass the folder itself: lab show {base / run_id}") from None
+    # LATEST: the newest run; LATEST-FULL: the newest over the whole eval set, what a NAME stands for
+    # in lab gate, track and compare (lab.report.latest), so that a --limit sample never does silently
+    pointers = [LATEST] + ([] if results["sample"]["is_sample"] else [LATEST_FULL])
+    for pointer in pointers:
+        latest_tmp = base / f".{pointer}.tmp-{os.getpid()}"
+        try:
+            latest_tmp.write_text(run_id + "\n")
+            os.replace(latest_tmp, base / pointer)
+        except OSError as exc:  # the run is complete; only the pointer to it could not be moved
+            latest_tmp.unlink(missing_ok=True)
+            raise LabError(f"the run is complete in {base / run_id}, but {base / pointer} could not be updated: "
+                           f"{exc.strerror or exc}",
+                           hint=f"free disk space; meanwhile pass the folder itself: lab show {base / run_id}") from None
     return base / run_id

@@ -21,9 +21,10 @@ from lab.errors import DataError
 from lab.metrics import catalog
 from lab.metrics.catalog import fmt, higher_is_better
 from lab.metrics.retrieval import folded
-from lab.paths import check_output, inside, resolve_run, write_atomic
+from lab.paths import check_output, inside, write_atomic
 from lab.report.export import FILES as EXPORT_FILES, write_exports
 from lab.report.html import NEAR_GOAL, environment, judge_checks_view, judge_method
+from lab.report.latest import choose_run
 from lab.report.pairs import adjust, direction, pair_rows, pval
 from lab.report.pairs import lines as pair_lines
 from lab.runfiles import load_run
@@ -122,6 +123,8 @@ class Run:
     by_id: dict = field(default_factory=dict)
     # (the runs' ids, pairs, method) of the list this run heads: see paired_view
     paired: tuple | None = field(default=None, repr=False, compare=False)
+    #: which run an experiment NAME stood for, when not simply its newest (lab.report.latest)
+    note: str | None = None
 
     def __post_init__(self) -> None:
         self.by_id = {s["id"]: s for s in self.samples}
@@ -133,11 +136,18 @@ class Run:
 
 
 def load_runs(refs: list[str], reports_root: Path) -> list[Run]:
+    """The runs ``refs`` name: run folders, or experiment NAMEs, each its latest full run
+    (:func:`lab.report.latest.choose_run`; ``Run.note`` says when a NAME stood for another run)."""
     runs = []
     for ref in refs:
-        folder = resolve_run(ref, reports_root)
-        results, samples = load_run(folder)
-        runs.append(Run(folder, results, samples))
+        chosen = choose_run(ref, reports_root)
+        results, samples = load_run(chosen.folder)
+        runs.append(Run(chosen.folder, results, samples, note=chosen.note))
+    return labelled(runs)
+
+
+def labelled(runs: list[Run]) -> list[Run]:
+    """``runs``, each labelled by its experiment name, with its run id where a name comes twice."""
     for r in runs:
         twice = sum(x.results["name"] == r.results["name"] for x in runs) > 1
         r.label = f"{r.results['name']}@{r.results['run_id']}" if twice else r.results["name"]

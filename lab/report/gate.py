@@ -24,6 +24,7 @@ from lab.errors import ConfigError, DataError
 from lab.metrics import catalog
 from lab.metrics.catalog import fmt, fmt_delta
 from lab.report.compare import Run, warnings
+from lab.report.latest import is_sample, sample_text
 from lab.stats.noninferiority import METHOD, MetricGate, gate_metrics
 
 DEFAULT_MARGIN, DEFAULT_ALPHA = 0.02, 0.05
@@ -78,9 +79,37 @@ def _shared_ids(baseline: Run, candidate: Run) -> list[str]:
             hint="gate a candidate against a baseline run over the same eval set file")
     ids = [s["id"] for s in baseline.samples if s["id"] in candidate.by_id]
     if not ids:
-        raise DataError(f"{baseline.label} and {candidate.label} share no questions",
-                        hint="run both over the same questions (the same --limit and --seed, or none)")
+        raise DataError(f"{baseline.label} and {candidate.label} share no questions{_cause(baseline, candidate)}",
+                        hint=_same_questions_hint(baseline, candidate))
     return ids
+
+
+def _asked(run: Run) -> str:
+    """``turn13 (20261125-101500) is a sample of 4 of 150 questions (--limit 4, seed 13)``."""
+    what = f"is {sample_text(run.results)}" if is_sample(run.results) else \
+        f"asked all {run.results['sample']['n_total']} questions"
+    return f"{run.label} ({run.folder.name}) {what}"
+
+
+def _differ(baseline: Run, candidate: Run) -> bool:
+    """Whether the runs asked other questions of their eval set (a sample, of another size or seed)."""
+    return set(baseline.by_id) != set(candidate.by_id)
+
+
+def _cause(baseline: Run, candidate: Run) -> str:
+    """``, because the runs asked different questions: A ... and B ...`` (which is a sample, of
+    how many questions) when their question sets differ, else nothing."""
+    if not _differ(baseline, candidate):
+        return ""
+    return f", because the runs asked different questions: {_asked(baseline)} and {_asked(candidate)}"
+
+
+def _same_questions_hint(baseline: Run, candidate: Run) -> str:
+    samples = [r.results["name"] for r in (baseline, candidate) if is_sample(r.results)]
+    if samples and _differ(baseline, candidate):
+        return (f"gate runs over the same questions: run {' and '.join(dict.fromkeys(samples))} without --limit "
+                f"(lab run {samples[0]}), or pass two run folders made with the same --limit and --seed")
+    return "run both over the same questions (the same --limit and --seed, or none)"
 
 
 def _values(run: Run, metric: str, ids: list[str], role: str) -> dict[str, float]:
@@ -108,8 +137,12 @@ def gate_runs(baseline: Run, candidate: Run, margins: Mapping[str, float], alpha
         base, cand = _values(baseline, metric, ids, "baseline"), _values(candidate, metric, ids, "candidate")
         both = [q for q in ids if q in base and q in cand]
         if len(both) < 2:
-            raise DataError(f"{metric}: only {len(both)} question(s) have a value in both runs; a paired test needs 2",
-                            hint="run both over more questions")
+            cause = _cause(baseline, candidate) or (
+                f", of {len(ids)} shared (the others have no value in one run: failed items)" if len(ids) > len(both)
+                else "")
+            raise DataError(f"{metric}: only {len(both)} question(s) have a value in both runs{cause}; a paired "
+                            "test needs 2", hint=_same_questions_hint(baseline, candidate) if _differ(baseline, candidate)
+                            else "run both over more questions")
         missing = [q for q in ids if q not in both]
         if missing:
             left_out.append(f"{metric}: {len(missing)} of {len(ids)} shared questions have no value in one run "
@@ -163,8 +196,8 @@ def gate_lines(result: dict) -> list[str]:
     out = [f"gate: {result['candidate']['label']} against {result['baseline']['label']}, "
            f"{result['n_shared']} shared questions" + (f" ({', '.join(extra)})" if extra else "")
            + f"; {result['method']}"]
+    out += [f"warning: {w}" for w in result["warnings"]]  # before the figures they qualify
     out += [metric_line(g) for g in result["metrics"]]
-    out += [f"warning: {w}" for w in result["warnings"]]
     out.append(verdict_line(result))
     return out
 
