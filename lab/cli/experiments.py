@@ -17,9 +17,9 @@ from lab import heap
 from lab.cli import options, track, workers
 from lab.config import dump_yaml, load_experiment, run_overrides
 from lab.config.load import describe
-from lab.errors import LabError, RunFailedError
+from lab.errors import DataError, LabError, RunFailedError
 from lab.metrics import catalog
-from lab.paths import cache_root
+from lab.paths import cache_root, project_path
 
 from lab.report.terminal import all_failed, summary_lines
 from lab.runfiles import load_run
@@ -182,9 +182,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from lab.judge.rubric import resolve_judge  # heavy (see the top of this module)
     from lab.rag.pipeline import resolve_models
 
-    cfg = load_experiment(args.name, args.experiments)
+    cfg = load_experiment(args.name, args.experiments, _overrides(args))
     print(dump_yaml(cfg), end="")
     root = args.experiments.resolve().parent
+    print("\n".join(_data_lines(cfg, root)))
     plans = resolve_models(cfg, root)
     judge = resolve_judge(cfg.judge, root)
     emb = plans.embedding
@@ -196,6 +197,22 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if plan is not None:
             print(f"# {plan.role} LLM: {plan.cfg.backend} {plan.cfg.model} -> {plan.location}")
     return 0
+
+
+def _data_lines(cfg: Any, root: Path) -> list[str]:
+    """What a run of ``cfg`` would read: the knowledge base's files and the eval set's questions,
+    checked as ``lab run`` checks them (a missing folder or a bad row is an error here)."""
+    from lab.evalsets.evalset import load_eval_set  # heavy (see the top of this module)
+    from lab.rag.loaders import walk
+
+    kb = project_path(root, cfg.data.knowledge_base)
+    if not kb.is_dir():
+        raise DataError(f"knowledge base {kb} is not a folder" if kb.exists() else f"knowledge base {kb} does not exist",
+                        hint="check the path given with --kb or the config's data.knowledge_base")
+    files, _ = walk(kb, {e.lower() for e in cfg.loader.extensions}, bool(cfg.loader.include_hidden))
+    questions = load_eval_set(project_path(root, cfg.data.eval_set), cfg.data.categories)
+    return [f"# knowledge base: {kb} ({len(files)} files)",
+            f"# eval set: {questions.path} ({questions.n_total} questions)"]
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -210,7 +227,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     with heap.loading():
         from lab.rag.pipeline import open_pipeline, resolve_models  # heavy (see the top of this module)
 
-    cfg = load_experiment(args.name, args.experiments)
+    cfg = load_experiment(args.name, args.experiments, _overrides(args))
     root = args.experiments.resolve().parent
     t0 = time.perf_counter()
     plans = resolve_models(cfg, root)
@@ -226,12 +243,22 @@ def cmd_ask(args: argparse.Namespace) -> int:
         _print_answer(response, startup)
         if response.metadata["answer"].get("status") == "failed":
             failed.append(response.metadata["answer"]["error"])
+        if response.metadata["answer"].get("refused"):
+            print(_searched(args, cfg, project_path(root, cfg.data.knowledge_base)))
         history += [{"role": "user", "content": question}, {"role": "assistant", "content": str(response)}]
         startup = 0.0
     if failed:  # never an empty answer with exit code 0
         raise RunFailedError(f"{len(failed)} answer{'s' if len(failed) > 1 else ''} failed: {failed[0]}",
                              hint="fix the LLM or its server and ask again; answers that were made are cached")
     return 0
+
+
+def _searched(args: argparse.Namespace, cfg: Any, kb: Path) -> str:
+    """After a refusal: which knowledge base was searched, and how to search another."""
+    if args.kb is not None:
+        return f"\nnote: no answer in the knowledge base searched, {kb} (--kb)"
+    return (f"\nnote: no answer in the knowledge base searched, {kb} (data.knowledge_base of {cfg.name}); "
+            f"to search your own documents: lab ask {cfg.name} --kb DIR")
 
 
 def _print_answer(response, startup: float) -> None:

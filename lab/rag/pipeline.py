@@ -6,7 +6,7 @@ second-stage chain (:func:`lab.rag.postprocess.build_chain`) and generator;
 :meth:`Pipeline.query_engine` returns a LlamaIndex query engine over the LanceDB index::
 
     from lab.rag.pipeline import query_engine
-    engine = query_engine("turn13")
+    engine = query_engine("turn13", kb="~/my-docs")  # kb: your documents in place of the config's
     response = engine.query("Where is Harrowfield Aerial headquartered?")
     print(response, response.metadata["timings"])
 
@@ -27,7 +27,7 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from lab.caches import SemanticQueryCache, VectorCache
-from lab.config import ExperimentConfig, load_experiment
+from lab.config import ExperimentConfig, load_experiment, run_overrides
 from lab.errors import ConfigError
 from lab.models.embeddings import LabEmbedding, build_embedding
 from lab.models.llm import LabLLM, build_llm
@@ -177,10 +177,12 @@ def open_pipeline(cfg: ExperimentConfig, plans: ModelPlans, project_root: Path, 
                     synthesizer, timings, cache_root, query_llm, summary_llm, semantic)
 
 
-def query_engine(name: str, experiments_dir: Path = Path("experiments"), cache_root: Path | None = None
-                 ) -> LabQueryEngine:
-    """The query engine of ``experiments/<name>.yaml`` (index built on first use)."""
-    cfg = load_experiment(name, experiments_dir)
+def query_engine(name: str, experiments_dir: Path = Path("experiments"), cache_root: Path | None = None, *,
+                 kb: str | Path | None = None, eval_set: str | Path | None = None) -> LabQueryEngine:
+    """The query engine of ``experiments/<name>.yaml`` (index built on first use); ``kb`` is a
+    knowledge-base folder searched in place of the config's ``data.knowledge_base`` (as ``--kb``),
+    ``eval_set`` an eval set in place of ``data.eval_set`` (as ``--eval``)."""
+    cfg = load_experiment(name, experiments_dir, run_overrides(kb, eval_set))
     root = experiments_dir.resolve().parent
     plans = resolve_models(cfg, root)
     return open_pipeline(cfg, plans, root, cache_root or cache_dir(), show_progress=False).query_engine()
