@@ -43,7 +43,7 @@ from pydantic import ValidationError
 
 from lab.config import DEFAULT_CATEGORIES
 from lab.errors import DataError
-from lab.evalsets.csvfile import csv_rows
+from lab.evalsets.csvfile import MAX_CELL, csv_rows
 from lab.evalsets.evalset import EvalRow, check_references, load_eval_set
 from lab.paths import check_output, safe_name, write_atomic
 from lab.registry import Registry, did_you_mean
@@ -54,11 +54,25 @@ RAGAS_READ = ("id", "user_input", "question", "reference", "ground_truth", "refe
 CSV_COLUMNS = ("id", "question", "reference_answer", "answer", "keywords", "category")
 QRELS = ("qrels/test.tsv", "qrels.tsv")
 
+#: Bounds of what an import reads, so that a damaged or wrong file stops in seconds with its line
+#: and field (a 1 GB user_input was read, held three times over and written back out): a file in
+#: bytes, checked before it is read; a JSONL line in characters; a text field (a question, an
+#: answer, a reference context, a document) in characters, the CSV cell's bound.
+MAX_FILE_BYTES = 512 * 2**20
+MAX_LINE = 50_000_000
+MAX_FIELD = MAX_CELL
+_BOUND_HINT = ("an eval set holds questions, answers and passages: look for a file pasted into a field or a quote "
+               "never closed, or split the file")
+
 Record = tuple[str, dict[str, Any]]  # (where in the input, e.g. "set.jsonl line 3"; an eval row)
 Imported = tuple[list[Record], dict[str, Any], dict[Path, str]]  # (rows, summary counts, files to write)
 
 
 def _read_text(path: Path) -> str:
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise DataError(f"{path}: {size:,} bytes, over the limit of {MAX_FILE_BYTES:,} bytes of a file the lab "
+                        "imports", hint=_BOUND_HINT)
     raw = path.read_bytes()
     try:
         return raw.decode("utf-8").removeprefix("\ufeff")
@@ -73,6 +87,9 @@ def _jsonl(path: Path, text: str | None = None) -> Iterator[tuple[str, dict[str,
     for n, line in enumerate((_read_text(path) if text is None else text).split("\n"), start=1):
         if not line.strip():
             continue
+        if len(line) > MAX_LINE:
+            raise DataError(f"{path} line {n}: {len(line):,} characters, over the limit of {MAX_LINE:,} of a line",
+                            hint=_BOUND_HINT)
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
@@ -92,10 +109,18 @@ def _text(where: str, data: dict[str, Any], *names: str, default: str | None = N
             if not isinstance(data[name], str):
                 raise DataError(f"{where}: field '{name}': expected a string, got {type(data[name]).__name__}",
                                 hint=f"'{name}' holds text")
-            return data[name]
+            return _bounded(where, name, data[name])
     if default is None:
         raise DataError(f"{where}: field '{names[0]}': missing", hint=f"every row needs '{names[0]}'")
     return default
+
+
+def _bounded(where: str, name: str, text: str) -> str:
+    """``text``, the field ``name`` of the row at ``where``, if it is within :data:`MAX_FIELD`."""
+    if len(text) > MAX_FIELD:
+        raise DataError(f"{where}: field '{name}': {len(text):,} characters, over the limit of {MAX_FIELD:,} of "
+                        "a field", hint=_BOUND_HINT)
+    return text
 
 
 def kb_documents(kb: Path) -> dict[str, str]:
@@ -156,6 +181,8 @@ def _from_ragas(source: Path, category: str, kb: Path | None) -> Imported:
         if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
             raise DataError(f"{where}: field 'reference_contexts': expected a list of strings",
                             hint="reference_contexts lists the passages that hold the answer")
+        for context in contexts:
+            _bounded(where, "reference_contexts", context)
         refs: list[dict[str, Any]] = []
         for context in contexts:
             ref, n_docs = _locate(context, documents)
