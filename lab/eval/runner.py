@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lab.config import ExperimentConfig
 from lab.evalsets.evalset import EvalRow, EvalSet, check_references, load_eval_set, stratified_sample
+from lab.evalsets.twins import span_twins
 from lab.judge.rubric import JudgePlan, resolve_judge
 from lab.judge.checks import paraphraser_for
 from lab.judge.methods import grader
@@ -55,14 +56,18 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     questions = _questions(cfg, opts.project_root)
     t_load = time.perf_counter()
     corpus = load_corpus(cfg, opts.project_root)
-    check_references(questions.eval_set, {d.metadata["source"]: d.text for d in corpus.documents})
+    documents = {d.metadata["source"]: d.text for d in corpus.documents}
+    check_references(questions.eval_set, documents)
+    # each golden span's twins: the same text elsewhere, which counts as the span in the span rank metrics
+    twins = span_twins([(r.source, r.start_index, r.end_index) for row in questions.rows for r in row.references or []],
+                       documents)
     timer["load_s"] = time.perf_counter() - t_load
 
     # --- index, retrieve, rerank, score -----------------------------------------------------------
     pipe = open_pipeline(cfg, plans, opts.project_root, opts.cache_root, opts.show_progress, corpus=corpus)
     timer.update(pipe.timings)
     samples, finals, query_counters = retrieve_stage(cfg, questions.rows, pipe, timer, opts.show_progress,
-                                                     questions.labels)
+                                                     questions.labels, twins)
     extra: dict = {}
     ann = ann_stage(cfg, questions.rows, pipe, timer)
     if ann is not None:  # only with an index.ann section: results of runs without one keep their keys

@@ -16,22 +16,24 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from lab.config import ExperimentConfig, RagasConfig
 from lab.evalsets.evalset import EvalRow
+from lab.evalsets.twins import Twins, span_twins
 from lab.judge.checks import DEFAULT_CHECKS, run_checks
 from lab.judge.methods import Grader
 from lab.judge.rubric import DIMENSIONS, calibration_summary, judge_item, judge_questions
 from lab.eval.ragas import evaluate_ragas
 from lab.eval.records import Sample, retrieved_record
+from lab.metrics import catalog
 from lab.metrics.labels import label_scores
 from lab.metrics.perturbation import differs
 from lab.metrics.retrieval import KEYWORD_METRICS, question_scores
-from lab.metrics.spans import span_scores
+from lab.metrics.spans import span_rank_scores, span_scores
 from lab.models.llm import LabLLM, as_llamaindex_llm
 from lab.progress import progress, run_all
 from lab.rag import ann as ann_index
 from lab.rag.generation import LabSynthesizer
 from lab.rag.pipeline import Pipeline
 from lab.rag.postprocess import score_float
-from lab.rag.sent import sent_spans
+from lab.rag.sent import passage_spans, sent_spans
 from lab.rag.semantic_cache import nodes_by_ids
 
 
@@ -65,10 +67,11 @@ def ann_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipeline, ti
 
 
 def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipeline, timer: Timer,
-                   show_progress: bool, labels: dict | None = None
+                   show_progress: bool, labels: dict | None = None, twins: dict[tuple, Twins] | None = None
                    ) -> tuple[list[Sample], list[list[NodeWithScore]], dict[str, int]]:
     """Retrieval metrics per question; returns (samples, the final nodes of each question, the
-    query-side caches' counters)."""
+    query-side caches' counters). ``twins``: each golden span's twins (the run finds them at
+    start-up, :func:`lab.evalsets.twins.span_twins`); found here from the corpus when not given."""
     embed_model, reranker = pipe.embed_model, pipe.reranker
     caches = cfg.caches
     counters: dict[str, int] = {}
@@ -95,6 +98,9 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
         counters["semantic_cache_misses"] = len(todo)
     per_question_retrieve = timer["retrieve_s"] / max(len(rows), 1)
     sources = {d.metadata["source"] for d in pipe.corpus.documents}  # spans in other documents: not scored
+    if twins is None:
+        twins = span_twins([(r.source, r.start_index, r.end_index) for row in rows for r in row.references or []],
+                           {d.metadata["source"]: d.text for d in pipe.corpus.documents})
     samples, finals = [], []
     items = zip(rows, bundles, firsts)
     if reranker is not None:  # the slow stage: show a bar or log an ETA
@@ -114,10 +120,15 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
         scores["context_chars"] = sum(len(t) for t in texts)
         span_chars = None
         refs = [(r.source, r.start_index, r.end_index) for r in (row.references or []) if r.source in sources]
+        span_ranks = None
         if refs:
             spans = span_scores(sent_spans(final, texts), refs)
             span_chars = spans.pop("span_chars")
             scores.update(spans)
+            ranked_spans = span_rank_scores(passage_spans(final), [[ref, *_places(twins, ref)] for ref in refs],
+                                            cfg.metrics.k)
+            span_ranks = list(zip(ranked_spans.pop("span_ranks"), ranked_spans.pop("span_twin")))
+            scores.update(ranked_spans)
         if labels is not None and row.id in labels:
             scores.update(label_scores(labels[row.id], [n.node.node_id for n in final], cfg.metrics.k))
         finals.append(final)
@@ -134,7 +145,8 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
             timings={"retrieve_s": per_question_retrieve, "rerank_s": ranked.rerank_s},
         ))
         if refs:
-            samples[-1]["references"] = [{"source": src, "start": a, "end": b} for src, a, b in refs]
+            samples[-1]["references"] = [_reference(ref, twins.get(ref), rank, twin)
+                                         for ref, (rank, twin) in zip(refs, span_ranks)]
             samples[-1]["span_chars"] = span_chars
         rewrites = pipe.rewrites(row.question)
         if rewrites is not None:
@@ -149,6 +161,23 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
         if ranked.low_confidence is not None:
             samples[-1]["low_confidence"] = ranked.low_confidence
     return samples, finals, counters
+
+
+def _places(twins: dict[tuple, Twins], ref: tuple) -> list[tuple]:
+    found = twins.get(ref)
+    return found.places if found is not None else []
+
+
+def _reference(ref: tuple, twins: Twins | None, rank: int | None, twin: bool) -> dict:
+    """A golden span as samples.jsonl records it: its place, the rank of the first passage holding
+    it (and whether that passage holds a twin), and its twins where it has any."""
+    out = {"source": ref[0], "start": ref[1], "end": ref[2], "rank": rank}
+    if twin:
+        out["held_by_twin"] = True
+    if twins is not None and twins.n:
+        out["twins"] = [{"source": s, "start": a, "end": b} for s, a, b in twins.places]
+        out["n_twins"] = twins.n
+    return out
 
 
 def answer_stage(samples: list[Sample], finals: list[list[NodeWithScore]], synthesizer: LabSynthesizer,
@@ -205,7 +234,8 @@ def judge_stage(samples: list[Sample], grade: Grader, seed: int, timer: Timer,
 
 def retrieval_sections(cfg: ExperimentConfig, samples: list[Sample]) -> dict:
     """``results.json``'s sections about the retrieval stage: the guardrail's flags, the
-    reranker's auto-activation, and the keyword metrics' n/a reason (each only when it applies)."""
+    reranker's auto-activation, and why the keyword or span metrics are n/a for some questions (each
+    only when it applies)."""
     out: dict = {}
     if cfg.guardrail is not None:
         flagged = [s["id"] for s in samples if s.get("low_confidence")]
@@ -221,6 +251,11 @@ def retrieval_sections(cfg: ExperimentConfig, samples: list[Sample]) -> dict:
     if no_keywords:  # the reason beside the n/a, in results and reports
         out["not_scored"] = {m: {"n": len(no_keywords), "why": "no keywords in the eval row",
                                  "ids": no_keywords} for m in KEYWORD_METRICS}
+    no_spans = [s["id"] for s in samples if not s.get("references")]
+    if no_spans and len(no_spans) < len(samples):  # the span metrics are computed: say where they are n/a
+        out.setdefault("not_scored", {}).update(
+            {m: {"n": len(no_spans), "why": "no golden span in a document of the knowledge base", "ids": no_spans}
+             for m in catalog.names(group="spans")})
     return out
 
 

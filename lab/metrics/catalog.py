@@ -54,14 +54,19 @@ def _v(*names: str) -> frozenset[str]:
 _SHARE, _SCORE = (0.9, 0.75), (4.5, 4.0)
 
 CATALOG: tuple[Metric, ...] = (
-    Metric("mrr", "MRR", "retrieval", "share", True, _SHARE,
+    Metric("mrr", "MRR (keywords)", "retrieval", "share", True, _SHARE,
            _v("terminal", "table", "chart", "compare", "compare_chart", "movers", "sweep", "sweep_chart")),
-    Metric("ndcg", "nDCG", "retrieval", "share", True, _SHARE,
+    Metric("ndcg", "nDCG (keywords)", "retrieval", "share", True, _SHARE,
            _v("terminal", "table", "chart", "compare", "compare_chart", "sweep", "sweep_chart")),
-    Metric("coverage", "Coverage", "retrieval", "percent", True, _SHARE,
+    Metric("coverage", "Coverage (keywords)", "retrieval", "percent", True, _SHARE,
            _v("terminal", "table", "compare", "compare_chart", "sweep", "sweep_chart")),
+    # rank metrics from golden spans and their twins (lab.metrics.spans.span_rank_scores)
+    Metric("span_mrr", "MRR (spans)", "spans", "share", True, _SHARE,
+           _v("terminal", "table", "chart", "compare", "compare_chart", "sweep", "sweep_chart")),
+    Metric("span_ndcg", "nDCG (spans)", "spans", "share", True, _SHARE, _v("terminal", "table", "compare", "sweep")),
     Metric("span_precision", "Span precision", "spans", "share", True, None, _v("compare")),
     Metric("span_recall", "Span recall", "spans", "share", True, None, _v("terminal", "compare")),
+    Metric("span_recall_any", "Span recall (twins count)", "spans", "share", True, None, _v("compare")),
     Metric("span_iou", "Span IoU", "spans", "share", True, None, _v("terminal", "table", "compare", "sweep")),
     Metric("label_recall", "Recall@k (labels)", "labels", "share", True, None, _v("compare")),
     Metric("label_mrr", "MRR@k (labels)", "labels", "share", True, None, _v("compare")),

@@ -8,11 +8,17 @@ reference spans cover, each per source document, overlaps counted once.
 - recall    = |R ∩ G| / |G|  (how much of the evidence was retrieved)
 - IoU       = |R ∩ G| / (|R| + |G \\ R|) = |R ∩ G| / |R ∪ G|
 
-A retrieved chunk whose offsets are unknown counts its length in |R| and overlaps nothing.
+A retrieved chunk whose offsets are unknown counts its length in |R| and overlaps nothing. These
+three read each span's own place only (their meaning is unchanged since they were introduced).
+
+The rank metrics (:func:`span_rank_scores`: ``span_mrr``, ``span_ndcg``, ``span_recall_any``)
+score the passages in rank order against each golden span and its twins, the same text elsewhere
+in the knowledge base, so a passage repeated across documents is no false miss.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Iterable, Sequence
 
 Span = tuple[str, int, int]  # (source, start, end), end exclusive
@@ -69,3 +75,73 @@ def span_scores(retrieved: Sequence[tuple[str, int | None, int | None, int]], re
         "span_iou": hit / union if union else 0.0,
         "span_chars": {"retrieved": r_chars, "reference": g_chars, "relevant": hit},
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# Rank metrics from golden spans, twins counted
+
+#: A passage holds a golden span when it covers at least this share of the span's characters at
+#: one of its places (so a span cut by a chunk boundary is held by the passage with its larger part).
+HOLD = 0.5
+
+def place_share(pieces: Sequence[Span], place: Span) -> float:
+    """The share of ``place``'s characters that ``pieces`` cover (same source; overlaps once)."""
+    source, start, end = place
+    mine = merge((s, e) for src, s, e in pieces if src == source)
+    return overlap(mine, [(start, end)]) / (end - start) if end > start else 0.0
+
+
+def span_rank_scores(passages: Sequence[Sequence[Span]], golden: Sequence[Sequence[Span]], k: int) -> dict:
+    """Rank metrics of one question's sent passages, in rank order, against its golden spans.
+
+    ``passages``: each passage's pieces ``(source, start, end)`` (a merged passage has several;
+    pieces with unknown offsets are left out by the caller and cover nothing). ``golden``: for
+    each golden span, its places: the span itself first, then its twins (the same text elsewhere,
+    :mod:`lab.evalsets.twins`); covering any place is covering the span.
+
+    For a golden span g and the top i passages, c_i(g) is the largest share of one place of g
+    that those passages cover together (c_0 = 0). Passage i *holds* g when it covers at least
+    :data:`HOLD` of one place of g by itself.
+
+    - ``span_mrr``: mean over golden spans of 1 / the rank of the first passage holding it (0
+      when none does); every passage counts (no cut-off), as keyword MRR.
+    - ``span_ndcg``: mean over golden spans of sum_{i=1..k} (c_i - c_{i-1}) / log2(i + 1):
+      graded relevance, each passage gaining the share of the span it adds. The ideal DCG is 1
+      (one passage at rank 1 covering the span whole), so nDCG is DCG; it is at most c_k, and a
+      span covered only by passages past k scores 0.
+    - ``span_recall_any``: sum over golden spans of |g| * c_n(g) / sum of |g| (n: every
+      passage; |g| the span's own length): span recall where a twin counts as the span; equal to
+      ``span_recall`` when no span has twins and no two golden spans overlap.
+    - ``span_ranks``: per golden span, the rank of the first passage holding it (None: none),
+      and ``span_twin``: whether that passage holds a twin rather than the span's own place.
+
+    A question without golden spans has no value: the caller leaves these out (n/a).
+    """
+    ranks: list[int | None] = []
+    via_twin: list[bool] = []
+    rr = ndcg = recall_hit = recall_all = 0.0
+    for places in golden:
+        rank, twin = None, False
+        for i, pieces in enumerate(passages, start=1):
+            shares = [place_share(pieces, x) for x in places]
+            if max(shares, default=0.0) >= HOLD:
+                rank, twin = i, shares.index(max(shares)) > 0
+                break
+        ranks.append(rank)
+        via_twin.append(twin)
+        rr += 0.0 if rank is None else 1.0 / rank
+        prev = 0.0
+        cum: list[Span] = []
+        for i, pieces in enumerate(passages, start=1):
+            cum += pieces
+            now = max(place_share(cum, x) for x in places)
+            if i <= k:
+                ndcg += (now - prev) / math.log2(i + 1)
+            prev = now
+        size = places[0][2] - places[0][1]
+        recall_hit += size * prev
+        recall_all += size
+    n = len(golden)
+    return {"span_mrr": rr / n if n else 0.0, "span_ndcg": ndcg / n if n else 0.0,
+            "span_recall_any": recall_hit / recall_all if recall_all else 0.0,
+            "span_ranks": ranks, "span_twin": via_twin}

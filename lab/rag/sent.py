@@ -1,8 +1,8 @@
 """What leaves the second stage, once ranked: each sentence window or child chunk as its window
 or parent (:func:`send_windows`), a document's chunks as one passage (:func:`merge_by_document`),
 each chunk under its header's line (:func:`send_headers`); and what each sent passage covers of
-its source (:func:`sent_spans`), for the span metrics. The answer's context, the metrics and the
-context size all read what these return."""
+its source (:func:`sent_spans`; passage by passage, :func:`passage_spans`), for the span metrics.
+The answer's context, the metrics and the context size all read what these return."""
 
 from __future__ import annotations
 
@@ -121,4 +121,16 @@ def sent_spans(nodes: Sequence[NodeWithScore], texts: Sequence[str]) -> list[tup
             out += [(source, s, e, e - s) for s, e in parts]
         else:
             out.append((source, n.node.start_char_idx, n.node.end_char_idx, len(t)))
+    return out
+
+
+def passage_spans(nodes: Sequence[NodeWithScore]) -> list[list[tuple[str, int, int]]]:
+    """Passage by passage, the ``(source, start, end)`` pieces each sent node covers in its
+    source, for the span rank metrics: a merged passage's pieces, another node's offsets; a node
+    whose offsets are unknown covers nothing."""
+    out = []
+    for n in nodes:
+        source = n.node.metadata.get("source")
+        parts = n.node.metadata.get(PARTS) or [(n.node.start_char_idx, n.node.end_char_idx)]
+        out.append([(source, s, e) for s, e in parts if s is not None and e is not None])
     return out

@@ -77,16 +77,18 @@ def warnings(runs: list[dict]) -> list[str]:
 
 
 def table(runs: list[dict]) -> list[str]:
-    """Overall metrics side by side, with the delta of each run against the first."""
+    """Overall metrics side by side, with the delta of each run against the first, and a mean's
+    own n where it differs from its run's question count (a metric n/a for some questions)."""
     names = [f"{r['name']}@{r['run_id'][-6:]}" if sum(x["name"] == r["name"] for x in runs) > 1 else r["name"]
              for r in runs]
     metrics = [m for m in catalog.names("compare") if any(m in r["metrics"]["overall"] for r in runs)]
-    lines = [f"{'metric':<16}" + "".join(f"{n:>24}" for n in names)]
+    rows = []
     for m in metrics:
         cells = []
         base = runs[0]["metrics"]["overall"].get(m, {}).get("mean")
         for i, r in enumerate(runs):
-            v = r["metrics"]["overall"].get(m, {}).get("mean")
+            stat = r["metrics"]["overall"].get(m, {})
+            v = stat.get("mean")
             size = catalog.is_size(m)
             cell = "-" if v is None else (f"{v:,.0f}" if size else f"{v:.4f}")
             if i and v is not None and base is not None:
@@ -94,9 +96,13 @@ def table(runs: list[dict]) -> list[str]:
                 cell += f" ({d:+,.0f})" if size else f" ({d:+.4f})"
                 if higher_is_better(m) and d:
                     cell += " ▲" if d > 0 else " ▼"
+            if v is not None and stat.get("n", r["sample"]["n_questions"]) != r["sample"]["n_questions"]:
+                cell += f" n={stat['n']}"
             cells.append(cell)
-        lines.append(f"{m:<16}" + "".join(f"{c:>24}" for c in cells))
-    return lines
+        rows.append((m, cells))
+    width = max([24] + [len(c) + 2 for _, cells in rows for c in cells])
+    lines = [f"{'metric':<16}" + "".join(f"{n:>{width}}" for n in names)]
+    return lines + [f"{m:<16}" + "".join(f"{c:>{width}}" for c in cells) for m, cells in rows]
 
 
 def paired_lines(runs: list[Run]) -> list[str]:

@@ -8,9 +8,18 @@ from lab.report.html import differs_text, judge_checks_view, pct, values
 from lab.stats.paired import bootstrap_ci
 
 
+def cell(name: str, stat: dict, n: int) -> str:
+    """A mean as the terminal tables show it, with its own n where that differs from ``n``, the
+    row's question count (a metric n/a for some questions: keyword metrics on a row without
+    keywords, span metrics on one without golden spans)."""
+    mean = fmt(name, stat["mean"])
+    return mean if stat.get("n", n) == n or stat["mean"] is None else f"{mean} (n={stat['n']})"
+
+
 def summary_lines(results: dict, samples: list[dict], intervals: bool = True) -> list[str]:
-    """Overall and per-category means; with ``intervals``, the 95% bootstrap interval of each
-    overall mean on the line below it."""
+    """Overall and per-category means, each with its own n where it differs from the row's
+    (:func:`cell`); with ``intervals``, the 95% bootstrap interval of each overall mean on the line
+    below it."""
     m = results["metrics"]
     cols = [c for c in catalog.names("terminal") if c in m["overall"]]
     out = [f"{results['name']} run {results['run_id']} ({results['sample']['n_questions']} questions"
@@ -18,8 +27,8 @@ def summary_lines(results: dict, samples: list[dict], intervals: bool = True) ->
            f"index {'reused' if results['index']['reused'] else 'built'}, {results['index']['texts_embedded']} "
            "texts embedded)"]
     out.append(f"{'category':<14}{'n':>5}" + "".join(f"{c:>17}" for c in cols))
-    out.append(f"{'overall':<14}{results['sample']['n_questions']:>5}"
-               + "".join(f"{fmt(c, m['overall'][c]['mean']):>17}" for c in cols))
+    n = results['sample']['n_questions']
+    out.append(f"{'overall':<14}{n:>5}" + "".join(f"{cell(c, m['overall'][c], n):>17}" for c in cols))
     if intervals and samples:
         cells = []
         for c in cols:
@@ -27,7 +36,7 @@ def summary_lines(results: dict, samples: list[dict], intervals: bool = True) ->
             cells.append("-" if ci is None else f"[{fmt(c, ci[0])}, {fmt(c, ci[1])}]")
         out.append(f"{'  95% CI':<19}" + "".join(f"{x:>17}" for x in cells))
     for cat, row in m["by_category"].items():
-        out.append(f"{cat:<14}{row['n']:>5}" + "".join(f"{fmt(c, row[c]['mean']):>17}" for c in cols))
+        out.append(f"{cat:<14}{row['n']:>5}" + "".join(f"{cell(c, row[c], row['n']):>17}" for c in cols))
     judge, calib = results.get("judge"), results.get("calibration")
     if judge and judge["n_failed"]:
         out.append(f"judge: {judge['n_failed']} failed judgements, left out of the means "

@@ -21,10 +21,10 @@ from lab.errors import ConfigError
 from lab.rag.chunkers import add_headers, build_chunker, first_heading, header_text, matched_text
 from lab.rag.index import TABLE, index_key, open_or_build
 from lab.rag.summaries import DocumentSummarizer, clean_summary
-from lab.metrics.spans import span_scores
+from lab.metrics.spans import span_rank_scores, span_scores
 from lab.rag.documents import DocBoostReranker, DocTypeFilter, doc_boost, named_doc_types
 from lab.rag.postprocess import build_chain
-from lab.rag.sent import PARTS, merge_by_document, send_headers, send_windows, sent_header, sent_spans
+from lab.rag.sent import PARTS, merge_by_document, passage_spans, send_headers, send_windows, sent_header, sent_spans
 from runs import ROOT, lab, latest, load, page_text
 
 FIX = ROOT / "tests" / "fixtures"
@@ -197,6 +197,10 @@ def test_merge_by_document_by_hand():
         ("a.md", 0, 15, 15), ("a.md", 20, 25, 5), ("b.md", 0, 5, 5)]
     # span metrics over the merged passage: the golden span [12, 22) is covered by [0,15) and [20,25)
     assert span_scores(sent_spans(out, ["", ""]), [("a.md", 12, 22)])["span_recall"] == pytest.approx(5 / 10)
+    # passage by passage, for the span rank metrics: the merged passage is one passage of two pieces,
+    # covering 5 of the span's 10 characters (HOLD): held at rank 1
+    assert passage_spans(out) == [[("a.md", 0, 15), ("a.md", 20, 25)], [("b.md", 0, 5)]]
+    assert span_rank_scores(passage_spans(out), [[("a.md", 12, 22)]], 10)["span_ranks"] == [1]
 
 
 def test_merge_by_document_without_offsets_joins_in_rank_order():

@@ -226,4 +226,51 @@ def test_rows_without_keywords_are_not_scored_on_keywords(project):
     others = [s["metrics"]["mrr"] for s in samples if s["id"] != "f2"]
     assert results["metrics"]["overall"]["mrr"] == {"mean": pytest.approx(sum(others) / 5), "n": 5}
     assert results["not_scored"]["mrr"] == {"n": 1, "why": "no keywords in the eval row", "ids": ["f2"]}
-    assert "MRR is n/a for 1 question (no keywords in the eval row)" in page_text(run / "report.html")
+    assert "MRR (keywords) is n/a for 1 question (no keywords in the eval row)" in page_text(run / "report.html")
+
+
+def test_rows_with_golden_spans_are_ranked_by_them_and_their_twins(project):
+    """A row whose golden span names an archived price list (its only keyword removed) while the
+    Ember 90 page holds the same sentence in another case and line break: the span's twin is found
+    at start-up with exact offsets, the span rank metrics count a passage holding it, the keyword
+    metrics stay n/a, and the terminal prints each metric's own n."""
+    import json
+
+    archive = "Archived price list of a discontinued line.\n\nThe kiln COSTS 8,400\neuros. Prices changed since.\n"
+    start = archive.index("COSTS")
+    (project / "kb" / "archive").mkdir()
+    (project / "kb" / "archive" / "price-list.md").write_text(archive)
+    rows = [json.loads(line) for line in (project / "eval.jsonl").read_text().splitlines()]
+    f2 = next(r for r in rows if r["id"] == "f2")
+    del f2["keywords"]
+    f2["references"] = [{"source": "archive/price-list.md", "content": "COSTS 8,400\neuros.",
+                         "start_index": start, "end_index": start + 18}]
+    (project / "eval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    p = lab(project, "run", "small-retrieval")
+    assert p.returncode == 0, p.stderr
+    results, samples = load(latest(project, "small-retrieval"))
+    s2 = next(s for s in samples if s["id"] == "f2")
+    (ref,) = s2["references"]
+    # "costs 8,400 euros." is chars 104-122 of the Ember 90 page (see test_run_writes_results_samples_and_report)
+    assert ref["twins"] == [{"source": "products/ember90.md", "start": 104, "end": 122}] and ref["n_twins"] == 1
+    places = [("archive/price-list.md", start, start + 18), ("products/ember90.md", 104, 122)]
+
+    def share(chunk, place):
+        if chunk["source"] != place[0]:
+            return 0.0
+        return max(0, min(chunk["end_char_idx"], place[2]) - max(chunk["start_char_idx"], place[1])) / 18
+
+    held = [max(share(c, x) for x in places) for c in s2["retrieved"]]  # each passage's best share
+    rank = next(i + 1 for i, h in enumerate(held) if h >= 0.5)
+    assert rank == 1 and ref["rank"] == 1 and ref["held_by_twin"] is True  # the Ember 90 page comes first
+    assert s2["metrics"]["span_mrr"] == 1.0 and s2["metrics"]["span_ndcg"] == 1.0
+    assert s2["metrics"]["span_recall_any"] == 1.0
+    own = sum(share(c, places[0]) for c in s2["retrieved"])  # the archive's own place: the old metric
+    assert s2["metrics"]["span_recall"] == pytest.approx(own)
+    assert s2["metrics"]["mrr"] is None
+    overall = results["metrics"]["overall"]
+    assert overall["span_mrr"] == {"mean": 1.0, "n": 1} and overall["mrr"]["n"] == 5
+    assert results["not_scored"]["span_mrr"]["n"] == 5 and results["not_scored"]["mrr"]["ids"] == ["f2"]
+    overall_line = next(line for line in p.stdout.splitlines() if line.startswith("overall"))
+    assert f"{results['metrics']['overall']['mrr']['mean']:.4f} (n=5)" in overall_line
+    assert "1.0000 (n=1)" in overall_line

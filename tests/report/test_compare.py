@@ -56,3 +56,13 @@ def test_resolve_by_name_or_folder(tmp_path):
     assert resolve_run(str(tmp_path / "turn13" / "LATEST"), tmp_path) == folder
     with pytest.raises(LabError, match="neither a run folder nor an experiment"):
         resolve_run("nope", tmp_path)
+
+
+def test_compare_says_a_mean_over_fewer_questions():
+    def run(name, mrr, n_mrr, span):
+        return {"name": name, "run_id": "20261125-100000", "sample": {"n_questions": 12},
+                "metrics": {"overall": {"mrr": {"mean": mrr, "n": n_mrr}, "span_mrr": {"mean": span, "n": 12}}}}
+
+    lines = table([run("bm25", 0.5, 5, 0.75), run("hybrid", 0.5, 5, 0.8)])
+    assert lines[1].split() == ["mrr", "0.5000", "n=5", "0.5000", "(+0.0000)", "n=5"]
+    assert lines[2].split() == ["span_mrr", "0.7500", "0.8000", "(+0.0500)", "▲"]

@@ -61,7 +61,7 @@ def test_thresholds_come_from_the_config(tmp_path):
                                    thresholds={"mrr": [0.55, 0.5]})).read_text()
     assert '<div class="card bad" data-metric="mrr">' in default  # 0.5833 < 0.75
     assert '<div class="card good" data-metric="mrr">' in lenient  # 0.5833 >= 0.55
-    assert "MRR 0.55/0.5" in lenient
+    assert "MRR (keywords) 0.55/0.5" in lenient
 
 
 def test_rendering_twice_gives_the_same_bytes(pair):
@@ -178,3 +178,30 @@ def test_one_name_run_twice_is_labelled_by_run_and_warned(tmp_path):
     assert 'href="../../a/20261122-100000/report.html"' in html
     v = compare_view(runs)
     assert v["pairs"][0]["rows"][0]["overall"]["verdict"] == "no detectable difference (no question changed)"
+
+
+def test_golden_spans_show_their_rank_and_twins_and_old_spans_render_as_before(tmp_path):
+    """q02 as a run records it now (rank, held by a twin, twins); q03 as older runs did ({source,
+    start, end} and the span precision, recall and IoU only)."""
+    import json
+
+    from runs import page_text
+
+    folder = write_run(tmp_path / "reports", "spans", "20261125-100000", MRR_A, ACC_A, "A")
+    samples = [json.loads(line) for line in (folder / "samples.jsonl").read_text().splitlines()]
+    chars = {"retrieved": 30, "reference": 18, "relevant": 0}
+    old = {"span_precision": 0.0, "span_recall": 0.0, "span_iou": 0.0}
+    samples[1].update(references=[{"source": "archive.md", "start": 5, "end": 23, "rank": 1, "held_by_twin": True,
+                                   "twins": [{"source": "doc2.md", "start": 0, "end": 18},
+                                             {"source": "doc9.md", "start": 40, "end": 58}], "n_twins": 2}],
+                      span_chars=chars)
+    samples[1]["metrics"].update(old, span_mrr=1.0, span_ndcg=1.0, span_recall_any=1.0)
+    samples[2].update(references=[{"source": "doc3.md", "start": 0, "end": 18}], span_chars=chars)
+    samples[2]["metrics"].update(old)
+    (folder / "samples.jsonl").write_text("".join(json.dumps(s) + "\n" for s in samples))
+    text = page_text(render_run(folder))
+    assert "archive.md chars 5–23 <span class=\"kw hit\">rank 1 (a twin)</span>" in text
+    assert 'title="doc2.md 0–18; doc9.md 40–58">2 twins: doc2.md, doc9.md</span>' in text
+    assert "MRR (spans) 1.0000, nDCG (spans) 1.0000, recall (twins count) 1.0000 · span precision 0.0000" in text
+    assert '<span class="ref">doc3.md chars 0–18</span>' in text  # an old span: no rank, no twins
+    assert "· span precision 0.0000, recall 0.0000, IoU 0.0000 (0 of 30" in text
