@@ -23,6 +23,7 @@ import numpy as np
 
 from lab.evalsets.evalset import EvalRow, Reference, same_text
 from lab.evalsets.excerpts import NEAR_DUPLICATE, locate, near_duplicate_pairs, size_problem
+from lab.evalsets.twins import find_twins
 from lab.metrics.aggregate import SMALL_CATEGORY
 from lab.metrics.retrieval import folded
 from lab.stats.power import RHO  # the assumed correlation of two pipelines' per-question values
@@ -140,9 +141,10 @@ def _span_problem(ref: Reference, documents: dict[str, str]) -> tuple[str, str, 
 
 def _spans(rows: Sequence[EvalRow], documents: dict[str, str]) -> dict:
     """Golden spans checked against their documents as ``check_references`` does at run time
-    (which stops at the first), but all of them, each with its fix where the content is found."""
+    (which stops at the first), but all of them, each with its fix where the content is found; and
+    the spans with twins (their text elsewhere, :mod:`lab.evalsets.twins`), with how many places."""
     stems = {posixpath.splitext(s)[0] for s in documents}
-    errors, not_checked, n = [], [], 0
+    errors, not_checked, twins, n = [], [], [], 0
     for row in rows:
         for i, ref in enumerate(row.references or []):
             n += 1
@@ -153,8 +155,15 @@ def _spans(rows: Sequence[EvalRow], documents: dict[str, str]) -> dict:
                 kind, detail, fix = problem
                 errors.append(_item(row, f"references.{i}: {detail}", reference=i, kind=kind, source=ref.source,
                                     fix=fix))
-    return {"n_spans": n, **_listed(errors=errors, not_checked=not_checked),
-            "n_fixable": sum(e["fix"] is not None for e in errors)}
+            elif (found := find_twins((ref.source, ref.start_index, ref.end_index), documents)).n:
+                docs = sorted({s for s, _, _ in found.places})
+                shown = ", ".join(docs[:3]) + (f" and {len(docs) - 3} more" if len(docs) > 3 else "")
+                twins.append(_item(row, f"references.{i}: the same text in {found.n} other place"
+                                        f"{'s' if found.n > 1 else ''} ({shown})", reference=i, source=ref.source,
+                                   n_twins=found.n, twin_sources=docs))
+    return {"n_spans": n, **_listed(errors=errors, not_checked=not_checked, twins=twins),
+            "n_fixable": sum(e["fix"] is not None for e in errors),
+            "n_twin_places": sum(t["n_twins"] for t in twins)}
 
 
 def _keywords(rows: Sequence[EvalRow], docs: dict[str, str], share: float) -> dict:

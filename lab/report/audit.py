@@ -41,6 +41,10 @@ SECTIONS: tuple[tuple[str, tuple[str, str], str, str], ...] = (
      "The keyword metrics are n/a for them (said so in results, never 0); span metrics still score them."),
     ("not_checked", ("spans", "not_checked"), "Spans not checked",
      "The knowledge base holds the document in another format, so offsets into the original cannot be checked."),
+    ("twins", ("spans", "twins"), "Golden spans with twins",
+     "The same text (whitespace and case aside) is elsewhere in the knowledge base: a passage holding a twin "
+     "counts as holding the span in MRR and nDCG (spans) and span recall (twins count), not in span precision, "
+     "recall and IoU."),
 )
 
 
@@ -89,6 +93,10 @@ def audit_lines(findings: dict, *, more: str = "the HTML page") -> list[str]:
         out += [f"  {r['id']} (line {r['line']}): {r['detail']}" for r in rows[:SHOWN]]
         if len(rows) > SHOWN:
             out.append(f"  ... {len(rows) - SHOWN} more in {more}")
+    if spans := findings["spans"].get("n_spans"):
+        with_twins = findings["spans"].get("n_twins", 0)
+        out.append(f"golden spans with twins (the same text elsewhere): {with_twins} of {spans}"
+                   + (f", {findings['spans']['n_twin_places']} places" if with_twins else ""))
     small = cov["small_category"]
     out.append("categories: " + ", ".join(f"{c['name']} {c['n']}" + (f" (under {small})" if c["small"] else "")
                                           for c in cov["categories"]))

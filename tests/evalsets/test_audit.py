@@ -384,3 +384,22 @@ def test_cli_audit_import_export_on_the_fixture_project(project):
     p = lab(project, "import", "csv", "bad.csv", "--out", "sets/bad.jsonl")
     assert p.returncode == 2 and "bad.csv line 1: unknown column(s) 'colour'" in p.stderr
     assert not (project / "sets" / "bad.jsonl").exists()
+
+
+def test_spans_with_twins_are_counted(tmp_path):
+    """The tank sentence repeated in two more documents, once in capitals across a line break: q05's
+    span has two twins; q08's (Sunita's page whole) none."""
+    docs = {**DOCS, "products/spares.md": "Spares. " + TANK, "products/faq.md": TANK.upper().replace(" 40 ", "\n40 ")}
+    fixed = copy.deepcopy(ROWS[4])
+    fixed["references"][0].update(start_index=15, end_index=61)
+    f = audit_eval_set(write_set(tmp_path, [fixed, ROWS[7]]), docs, source="s")
+    s = f["spans"]
+    assert (s["n_spans"], s["n_errors"], s["n_twins"], s["n_twin_places"]) == (2, 0, 1, 2)
+    (twin,) = s["twins"]
+    assert (twin["id"], twin["n_twins"], twin["twin_sources"]) == ("q05", 2, ["products/faq.md", "products/spares.md"])
+    assert twin["detail"] == "references.0: the same text in 2 other places (products/faq.md, products/spares.md)"
+    lines = audit_lines(f)
+    assert "golden spans with twins (the same text elsewhere): 1 of 2, 2 places" in lines
+    assert "Golden spans with twins: 1" in lines and f["summary"]["ok"]
+    html = render_audit(f)
+    assert "(1 with twins in 2 places)" in html and 'data-finding="twins"' in html
