@@ -63,21 +63,30 @@ def llama_class() -> type:
     return Llama
 
 
+#: The roles whose chat calls reuse the token prefix the previous call left in llama.cpp's KV
+#: cache (see :class:`LlamaCppBackend`); every other role starts each call from an empty cache.
+PREFIX_REUSE_ROLES = frozenset({"judge"})
+
+
 class LlamaCppBackend:
     """A local GGUF model; loaded on the first call that the cache cannot answer.
 
-    llama.cpp reuses the longest token prefix a call shares with the previous one. That is
+    llama.cpp can reuse the longest token prefix a call shares with the previous one. That is
     what makes the judge fast (its rubric, and a question's three judgements, share long
     prefixes), but the numbers of a prefix evaluated in another batch differ in the last bits:
     in a check of 24 judge calls, 3 feedback texts (no score) came out differently with and
-    without reuse. Answers share only the system prompt, so reuse buys them nothing measurable,
-    and the generator starts each call from an empty cache: an answer depends on its prompt
-    alone, not on which question came before.
+    without reuse. So only the judge reuses prefixes (:data:`PREFIX_REUSE_ROLES`); every other
+    role (answers, query rewrites, summaries, ``lab generate``'s questions and grounding checks)
+    starts each call from an empty cache, and with greedy decoding (temperature 0) or a seed set
+    per call its output depends on its prompt alone, i.e. on its cache key: not on which call came
+    before, nor on which calls an interrupted run had cached. ``lab generate`` reused prefixes
+    until it was found that a rerun after a kill wrote a different excerpt (span end 283 for 282)
+    than an uninterrupted run, and then, its choices diverging, computed calls anew.
     """
 
     def __init__(self, plan: LLMPlan):
         self.plan = plan
-        self.reuse_prefix = plan.role != "generation"
+        self.reuse_prefix = plan.role in PREFIX_REUSE_ROLES
         self._llm: Any = None
         self._lock = threading.Lock()
 
