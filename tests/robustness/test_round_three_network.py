@@ -2,11 +2,14 @@
 with exit code 2 and the fix when the first calls cannot connect, and exit with code 3 (the run
 written) when every answer or every judgement failed; never an empty answer with exit code 0.
 "No network" is a closed port on 127.0.0.1 (connection refused); the failing server is the fake
-OpenAI-compatible one of tests/remote_server.py."""
+OpenAI-compatible one of tests/remote_server.py. `lab track` to a store it cannot write, or to a
+server where nothing listens, exits 2 in seconds with the path or URL and the fix."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import socket
 import time
 from pathlib import Path
@@ -17,7 +20,8 @@ from lab.cli import main
 from lab.config import LLMConfig
 from lab.models.llm import LabLLM, LLMCallError, LLMUnreachable
 from lab.models.resolve import resolve_llm
-from remote_server import FakeServer, remote, server  # noqa: F401  (the fixture)
+from remote_server import remote, server  # noqa: F401  (the fixture)
+from report_fixtures import ACC_A, MRR_A, write_run
 from runs import latest
 
 QUESTION = "Where is Brightwater Kilns?"
@@ -182,3 +186,65 @@ def test_run_with_some_answers_failed_exits_0(cli, project, key, server):  # noq
     assert code == 0, err
     results = json.loads((latest(project, "remote") / "results.json").read_text())
     assert results["answers"]["failed"] == 1 and results["answers"]["n"] == 6
+
+
+# --- lab track: a store that cannot be written, a server where nothing listens ---------------------
+
+needs_mlflow = pytest.mark.skipif(importlib.util.find_spec("mlflow") is None,
+                                  reason="the mlflow extra is not installed")
+
+
+@pytest.fixture
+def finished(tmp_path) -> Path:
+    """A finished run (tests/report_fixtures.py's run A) to log."""
+    return write_run(tmp_path / "reports", "base", "20261122-100000", MRR_A, ACC_A, "A")
+
+
+def unwritable_folder(tmp_path: Path) -> Path:
+    """A folder in which no file can be made: read-only for a user; /proc for root, whom
+    permissions do not stop."""
+    if os.geteuid() == 0:
+        return Path("/proc")
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    return folder
+
+
+@needs_mlflow
+def test_track_to_a_read_only_folder_exits_2_with_the_path_and_the_fix(cli, finished, tmp_path):
+    folder = unwritable_folder(tmp_path)
+    t0 = time.perf_counter()
+    code, out, err = cli("track", finished, "--uri", f"sqlite:///{folder}/m.db")
+    assert code == 2 and out == ""
+    assert err == (f"error: MLflow store {folder}/m.db: unable to open database file\n"
+                   "  fix: give --uri (or tracking.uri) another SQLite file, e.g. sqlite:///mlruns.db (the default, "
+                   f"in the project root), or make {folder} writable\n")
+    assert time.perf_counter() - t0 < 10  # MLflow alone retried for 100 s, then a traceback
+
+
+@needs_mlflow
+def test_track_to_a_folder_or_a_file_that_is_not_a_database_exits_2(cli, finished, tmp_path):
+    (tmp_path / "dir.db").mkdir()
+    (tmp_path / "notes.db").write_text("not a database\n" * 100)
+    fix = ("  fix: give --uri (or tracking.uri) another SQLite file, e.g. sqlite:///mlruns.db (the default, in the "
+           "project root)\n")
+    assert cli("track", finished, "--uri", f"sqlite:///{tmp_path}/dir.db") == (
+        2, "", f"error: MLflow store {tmp_path}/dir.db: is a folder, not a database file\n{fix}")
+    assert cli("track", finished, "--uri", f"sqlite:///{tmp_path}/notes.db") == (
+        2, "", f"error: MLflow store {tmp_path}/notes.db: file is not a database\n{fix}")
+
+
+@needs_mlflow
+def test_track_to_a_server_where_nothing_listens_fails_in_seconds(cli, finished, monkeypatch):
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    port = closed_port()
+    t0 = time.perf_counter()
+    code, out, err = cli("track", finished, "--uri", f"http://127.0.0.1:{port}")
+    assert code == 2 and out == ""
+    assert err == (f"error: MLflow tracking server at http://127.0.0.1:{port} does not answer (Connection refused; "
+                   "waited at most 5 s)\n"
+                   f"  fix: start it (mlflow server --host 127.0.0.1 --port {port}), or give another store with --uri, "
+                   "tracking.uri or MLFLOW_TRACKING_URI (sqlite:///mlruns.db needs no server)\n")
+    assert time.perf_counter() - t0 < 10  # MLflow alone retried for about 4 minutes
