@@ -3,9 +3,9 @@
 A golden span names one place (``source``, ``start``, ``end``), the one its author or the
 generator happened to read; a knowledge base that repeats a paragraph (an option described in 14
 of 26 files) holds the same evidence elsewhere, and a retrieval that finds it there is not a miss.
-A twin is another occurrence of the span's text in any document, compared with whitespace runs
-as one space and case folded (``re.IGNORECASE``), at word boundaries where the span itself starts
-or ends at one (so "he founded" is no twin inside "she founded"). Its offsets are exact: the
+A twin is another occurrence of the span's text in any document, compared word by word in lower
+case with any whitespace run between words, at word boundaries where the span itself starts or
+ends at one (so "he founded" is no twin inside "she founded"). Its offsets are exact: the
 characters of the document that match. Overlapping the span's own place is not a twin.
 
 The run finds them at start-up, beside the reference checks; :mod:`lab.metrics.spans` scores a
@@ -16,6 +16,7 @@ passage that covers a twin as covering the span (``span_mrr``, ``span_ndcg``,
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from typing import Iterable, NamedTuple
 
 Span = tuple[str, int, int]  # (source, start, end), end exclusive
@@ -23,51 +24,105 @@ Span = tuple[str, int, int]  # (source, start, end), end exclusive
 #: Twins recorded per golden span (in document order, then by offset); the count says how many there are.
 MAX_TWINS = 100
 
+_WORDS = re.compile(r"\S+")
+
 
 class Twins(NamedTuple):
     places: list[Span]  # at most MAX_TWINS
     n: int  # all of them
 
 
+class Folded(NamedTuple):
+    """A document as twins are compared: its words in lower case joined by one space, with where
+    each word starts in that text and in the document."""
+
+    text: str
+    at: list[int]  # each word's start in text
+    origin: list[int]  # each word's start in the document
+
+
+def _lower(word: str) -> str:
+    low = word.lower()
+    return low if len(low) == len(word) else word  # a word whose lower case changes length stays as it is
+
+
+def fold(document: str) -> Folded:
+    """:class:`Folded` of ``document``: one pass over its words, so a search is a ``str.find``."""
+    words, at, origin, pos = [], [], [], 0
+    for m in _WORDS.finditer(document):
+        w = _lower(m.group())
+        words.append(w)
+        at.append(pos)
+        origin.append(m.start())
+        pos += len(w) + 1
+    return Folded(" ".join(words), at, origin)
+
+
 def _word(ch: str) -> bool:
     return ch.isalnum() or ch == "_"
 
 
-def span_pattern(text: str, before: str = "", after: str = "") -> re.Pattern | None:
-    """The pattern that finds ``text`` with any whitespace run between its words, in any case;
-    anchored at a word boundary at either end where ``text`` starts (ends) with a word character
-    and ``before`` (``after``), the character beside it in its own document, is none. None for a
-    text with no words."""
-    words = text.split()
-    if not words:
-        return None
-    lead = r"(?<!\w)" if _word(words[0][0]) and not (before and _word(before)) else ""
-    trail = r"(?!\w)" if _word(words[-1][-1]) and not (after and _word(after)) else ""
-    return re.compile(lead + r"\s+".join(re.escape(w) for w in words) + trail, re.IGNORECASE)
+def _origin(f: Folded, pos: int) -> int:
+    """The document offset of the character at ``pos`` of ``f.text`` (not a space)."""
+    k = bisect_right(f.at, pos) - 1
+    return f.origin[k] + pos - f.at[k]
 
 
-def find_twins(span: Span, documents: dict[str, str], limit: int = MAX_TWINS) -> Twins:
+def occurrences(text: str, document: str, folded: Folded | None = None, lead: bool = True,
+                trail: bool = True) -> list[tuple[int, int]]:
+    """``(start, end)`` of each occurrence of ``text`` in ``document``, words compared in lower case
+    with any whitespace run between them, not overlapping (leftmost first). With ``lead``
+    (``trail``), an occurrence that starts (ends) with a word character must not have one before
+    (after) it in the document. Empty for a text without words."""
+    needle = " ".join(_lower(w) for w in text.split())
+    if not needle:
+        return []
+    f = folded if folded is not None else fold(document)
+    lead = lead and _word(needle[0])
+    trail = trail and _word(needle[-1])
+    out, pos = [], f.text.find(needle)
+    while pos >= 0:
+        start, end = _origin(f, pos), _origin(f, pos + len(needle) - 1) + 1
+        if (not lead or start == 0 or not _word(document[start - 1])) and \
+                (not trail or end == len(document) or not _word(document[end])):
+            out.append((start, end))
+            pos = f.text.find(needle, pos + len(needle))
+        else:
+            pos = f.text.find(needle, pos + 1)
+    return out
+
+
+def find_twins(span: Span, documents: dict[str, str], limit: int = MAX_TWINS,
+               folded: dict[str, Folded] | None = None) -> Twins:
     """Every other place in ``documents`` ({source: text}) holding the text of ``span`` (a place
     in one of them): see the module's docstring for "same text". The first ``limit`` places, in
-    source order then by offset, and how many there are."""
+    source order then by offset, and how many there are. ``folded``: the documents' :func:`fold`
+    (made here when not given; :func:`span_twins` makes them once for all spans)."""
     source, start, end = span
     doc = documents[source]
-    pattern = span_pattern(doc[start:end], doc[start - 1:start] if start else "", doc[end:end + 1])
+    text = doc[start:end]
+    # anchored at a word boundary where the span's text is at one (a span that starts mid-word matches mid-word)
+    first, last = start + len(text) - len(text.lstrip()), start + len(text.rstrip())
+    lead = first == 0 or not _word(doc[first - 1])
+    trail = last == len(doc) or not _word(doc[last])
     places: list[Span] = []
     n = 0
-    if pattern is None:
-        return Twins(places, n)
     for src in sorted(documents):
-        for m in pattern.finditer(documents[src]):
-            if src == source and m.start() < end and m.end() > start:
+        f = folded[src] if folded is not None else fold(documents[src])
+        for a, b in occurrences(text, documents[src], f, lead, trail):
+            if src == source and a < end and b > start:
                 continue  # the span itself
             n += 1
             if len(places) < limit:
-                places.append((src, m.start(), m.end()))
+                places.append((src, a, b))
     return Twins(places, n)
 
 
 def span_twins(spans: Iterable[Span], documents: dict[str, str], limit: int = MAX_TWINS) -> dict[Span, Twins]:
     """:func:`find_twins` of each span whose source is in ``documents`` (others are not scored),
-    once per distinct span."""
-    return {s: find_twins(s, documents, limit) for s in dict.fromkeys(spans) if s[0] in documents}
+    once per distinct span; each document folded once."""
+    todo = [s for s in dict.fromkeys(spans) if s[0] in documents]
+    if not todo:
+        return {}
+    folded = {src: fold(text) for src, text in documents.items()}
+    return {s: find_twins(s, documents, limit, folded) for s in todo}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from lab.evalsets.twins import Twins, find_twins, span_pattern, span_twins
+from lab.evalsets.twins import Folded, Twins, find_twins, fold, occurrences, span_twins
 
 PARA = "The --save-exact option pins the exact version."
 DOCS = {
@@ -27,16 +27,23 @@ def test_the_limit_keeps_the_count():
     assert find_twins(SPAN, DOCS, limit=1) == Twins([("config.md", 8, 57)], 3)
 
 
-@pytest.mark.parametrize("text, before, after, hay, hits", [
-    ("he founded it", "", "", "She founded it. He founded it.", ["He founded it"]),  # word boundary at the start
-    ("ounded it", "f", "", "She founded it.", ["ounded it"]),  # a span that starts mid-word matches mid-word
-    ("costs 8,400 euros.", " ", "", "It costs 8,400 euros. It COSTS\t8,400   euros.", ["costs 8,400 euros.",
-                                                                                    "COSTS\t8,400   euros."]),
-    ("   ", "", "", "anything", None),  # no words: no pattern
+@pytest.mark.parametrize("text, lead, trail, hay, hits", [
+    ("he founded it", True, True, "She founded it. He founded it.", ["He founded it"]),  # a word boundary at the start
+    ("ounded it", False, True, "She founded it.", ["ounded it"]),  # a span that starts mid-word matches mid-word
+    ("costs 8,400 euros.", True, True, "It costs 8,400 euros. It COSTS\t8,400   euros.", ["costs 8,400 euros.",
+                                                                                     "COSTS\t8,400   euros."]),
+    ("8,400 euro", True, True, "8,400 euros", []),  # a word boundary at the end
+    ("8,400 euro", True, False, "8,400 euros", ["8,400 euro"]),  # ... unless the span itself ends mid-word
+    ("a a", True, True, "a a a a", ["a a", "a a"]),  # not overlapping, leftmost first
+    ("   ", True, True, "anything", []),  # no words
 ])
-def test_span_pattern(text, before, after, hay, hits):
-    pattern = span_pattern(text, before, after)
-    assert (None if pattern is None else [m.group() for m in pattern.finditer(hay)]) == hits
+def test_occurrences(text, lead, trail, hay, hits):
+    assert [hay[a:b] for a, b in occurrences(text, hay, lead=lead, trail=trail)] == hits
+
+
+def test_fold_keeps_each_words_offsets():
+    f = fold("  Two\n\nWORDS here")
+    assert f == Folded("two words here", [0, 4, 10], [2, 7, 13])
 
 
 def test_span_twins_once_per_span_and_only_in_the_knowledge_base():
@@ -46,3 +53,14 @@ def test_span_twins_once_per_span_and_only_in_the_knowledge_base():
 
 def test_a_span_without_twins():
     assert find_twins(("other.md", 0, 16), {"other.md": DOCS["other.md"]}) == Twins([], 0)
+
+
+def test_the_boundaries_are_the_spans_own():
+    docs = {"a.md": "She founded it. Xfounded it", "b.md": "He founded it, founded itself"}
+    # "founded it" at 4-14 of a.md starts after a space and ends before ".": whole words only
+    assert find_twins(("a.md", 4, 14), docs) == Twins([("b.md", 3, 13)], 1)
+    # "ounded it" (5-14) starts mid-word: the twins may too ("Xfounded", b.md's "founded" twice);
+    # it ends at a word boundary, so "itself" is not one
+    assert find_twins(("a.md", 5, 14), docs) == Twins([("a.md", 18, 27), ("b.md", 4, 13)], 2)
+    # a span with the whitespace before it (3-14): anchored at its first word, as without it
+    assert find_twins(("a.md", 3, 14), docs) == find_twins(("a.md", 4, 14), docs)
