@@ -276,13 +276,12 @@ def _print_answer(response, startup: float) -> None:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     with heap.loading():
-        from lab.eval.sweep import check_earlier, folder_of, parse_dial, run_sweep, table  # heavy (see the top)
+        from lab.eval.sweep import parse_dial, run_sweep, table  # heavy (see the top of this module)
 
     catalog.check(args.metric)
     dials = [parse_dial(d) for d in args.dials]
-    check_earlier(folder_of(args.reports, args.name, dials), dials, args.force)
     folder = run_sweep(args.name, args.experiments, dials, _overrides(args), _run_opts(args), args.metric,
-                       args.answers, not args.no_holdout, args.dev_fraction, **workers.options(args))
+                       args.answers, not args.no_holdout, args.dev_fraction, **workers.options(args), force=args.force)
     print("\n".join(table(json.loads((folder / "sweep.json").read_text()))))
     print(f"sweep: {folder / 'sweep.html'}")
     return 0

@@ -97,7 +97,8 @@ def point_config(name: str, experiments_dir: Path, dials: list[Dial], point: dic
 
 def run_sweep(name: str, experiments_dir: Path, dials: list[Dial], base_overrides: dict, opts: RunOptions,
               metric: str = DEFAULT_METRIC, answers: bool = False, holdout: bool = True,
-              dev_fraction: float = DEV_FRACTION, workers: int = 1, ray_address: str | None = None) -> Path:
+              dev_fraction: float = DEV_FRACTION, workers: int = 1, ray_address: str | None = None,
+              force: bool = False) -> Path:
     """Run the grid (on the dev questions unless ``holdout`` is off), then the held-out check;
     the split's seed is the config's ``sample.seed`` (``--seed``, 13 by default). With ``workers``
     > 1 the points, then the held-out runs, are Ray tasks (:mod:`lab.eval.parallel`); the results
@@ -111,6 +112,7 @@ def run_sweep(name: str, experiments_dir: Path, dials: list[Dial], base_override
 
     # every point's config, validated before any work: a bad dial fails here
     configs = [(point, config(point, "dev" if holdout else None)) for point in points(dials)]
+    check_earlier(folder, dials, force)  # then the folder: an earlier sweep's page is not replaced unasked
     split = write_split(base, opts.project_root, folder, dev_fraction, base.sample.seed) if holdout else None
     folder.mkdir(parents=True, exist_ok=True)
     with Workers(workers, ray_address) as pool:

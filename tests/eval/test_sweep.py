@@ -198,7 +198,7 @@ def test_the_cli_holds_out_by_default_and_passes_its_options(tmp_path, monkeypat
     seen = {}
 
     def run_sweep(name, experiments, dials, overrides, opts, metric, answers, holdout, dev_fraction, workers,
-                  ray_address):
+                  ray_address, force=False):
         seen.update(holdout=holdout, dev_fraction=dev_fraction, overrides=overrides, workers=(workers, ray_address))
         (tmp_path / "sweep.json").write_text(json.dumps({"metric": metric, "dials": {"retriever.alpha": [0]},
                                                          "best": None, "points": [], "holdout": holdout}))
