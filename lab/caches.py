@@ -393,6 +393,11 @@ class SemanticQueryCache(SqliteStore):
         rows = [(hashlib.sha256(f"{self.scope}\x00{q}".encode()).hexdigest(), self.scope, q,
                  np.asarray(v, dtype=np.float32).tobytes(), json.dumps(hits)) for q, v, hits in items]
         self._write("INSERT OR REPLACE INTO entries (key, scope, question, vec, hits) VALUES (?, ?, ?, ?, ?)", rows)
+        for q, v, hits in items:  # and served from now on in this process too (a conversation in `lab ask`)
+            vec = np.asarray(v, dtype=np.float32)[None, :]
+            self._matrix = vec if self._matrix is None else np.vstack([self._matrix, vec])
+            self._questions.append(q)
+            self._hits.append(hits)
 
 
 def _hits(text: object) -> list | None:

@@ -93,3 +93,27 @@ def test_the_pipeline_counts_embeddings_and_reranker_scores():
                                        "rerank_scores_computed": 5, "rerank_scores_cached": 1}
     pipe.reranker = None  # no second stage
     assert Pipeline.counters(pipe)["rerank_scores_computed"] == 0
+
+
+def test_lab_ask_is_served_from_the_semantic_cache_the_evaluator_fills(project):
+    """The pipeline opens the caches section's semantic cache itself, so the query engine (`lab ask`)
+    gets a close question's nodes back from it, as the evaluator does."""
+    from lab.paths import cache_dir  # noqa: F401  (the real cache location is not used: LAB_CACHE below)
+    from lab.rag.pipeline import open_pipeline
+    from lab.rag.semantic_cache import SemanticCachedRetriever
+
+    cfg = load_experiment("small", project / "experiments", {"caches": {"semantic_threshold": 0.95}})
+    plans = resolve_models(cfg, project)
+    pipe = open_pipeline(cfg, plans, project, project / "cache", show_progress=False)
+    assert pipe.semantic is not None
+    engine = pipe.query_engine()
+    cached = engine._retriever
+    assert isinstance(cached, SemanticCachedRetriever)
+    first = [n.node.node_id for n in cached.retrieve("Where is Harrowfield Aerial headquartered?")]
+    assert cached.last == {"hit": False} and first
+    again = [n.node.node_id for n in cached.retrieve("Where is Harrowfield Aerial headquartered?")]
+    assert cached.last["hit"] is True and cached.last["of"] == "Where is Harrowfield Aerial headquartered?"
+    assert again == first  # the same nodes, in the same order, without a search
+    plain = open_pipeline(load_experiment("small", project / "experiments"), plans, project, project / "cache",
+                          show_progress=False)
+    assert plain.semantic is None and not isinstance(plain.query_engine()._retriever, SemanticCachedRetriever)
