@@ -43,7 +43,8 @@ from pydantic import ValidationError
 
 from lab.config import DEFAULT_CATEGORIES
 from lab.errors import DataError
-from lab.evalsets.csvfile import MAX_CELL, csv_rows
+from lab.evalsets.bounds import bounded, check_line, read_text
+from lab.evalsets.csvfile import csv_rows
 from lab.evalsets.evalset import EvalRow, check_references, load_eval_set
 from lab.paths import check_output, safe_name, write_atomic
 from lab.registry import Registry, did_you_mean
@@ -54,42 +55,17 @@ RAGAS_READ = ("id", "user_input", "question", "reference", "ground_truth", "refe
 CSV_COLUMNS = ("id", "question", "reference_answer", "answer", "keywords", "category")
 QRELS = ("qrels/test.tsv", "qrels.tsv")
 
-#: Bounds of what an import reads, so that a damaged or wrong file stops in seconds with its line
-#: and field (a 1 GB user_input was read, held three times over and written back out): a file in
-#: bytes, checked before it is read; a JSONL line in characters; a text field (a question, an
-#: answer, a reference context, a document) in characters, the CSV cell's bound.
-MAX_FILE_BYTES = 512 * 2**20
-MAX_LINE = 50_000_000
-MAX_FIELD = MAX_CELL
-_BOUND_HINT = ("an eval set holds questions, answers and passages: look for a file pasted into a field or a quote "
-               "never closed, or split the file")
-
 Record = tuple[str, dict[str, Any]]  # (where in the input, e.g. "set.jsonl line 3"; an eval row)
 Imported = tuple[list[Record], dict[str, Any], dict[Path, str]]  # (rows, summary counts, files to write)
-
-
-def _read_text(path: Path) -> str:
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise DataError(f"{path}: {size:,} bytes, over the limit of {MAX_FILE_BYTES:,} bytes of a file the lab "
-                        "imports", hint=_BOUND_HINT)
-    raw = path.read_bytes()
-    try:
-        return raw.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise DataError(f"{path} line {line}: not UTF-8", hint="re-save the file as UTF-8") from None
 
 
 def _jsonl(path: Path, text: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
     """(``"path line n"``, object) per non-blank line; lines end at ``\\n`` only, as in
     :func:`~lab.evalsets.evalset.load_eval_set`, so line numbers agree with an editor's."""
-    for n, line in enumerate((_read_text(path) if text is None else text).split("\n"), start=1):
+    for n, line in enumerate((read_text(path) if text is None else text).split("\n"), start=1):
         if not line.strip():
             continue
-        if len(line) > MAX_LINE:
-            raise DataError(f"{path} line {n}: {len(line):,} characters, over the limit of {MAX_LINE:,} of a line",
-                            hint=_BOUND_HINT)
+        check_line(path, n, line)
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
@@ -109,18 +85,10 @@ def _text(where: str, data: dict[str, Any], *names: str, default: str | None = N
             if not isinstance(data[name], str):
                 raise DataError(f"{where}: field '{name}': expected a string, got {type(data[name]).__name__}",
                                 hint=f"'{name}' holds text")
-            return _bounded(where, name, data[name])
+            return bounded(where, name, data[name])
     if default is None:
         raise DataError(f"{where}: field '{names[0]}': missing", hint=f"every row needs '{names[0]}'")
     return default
-
-
-def _bounded(where: str, name: str, text: str) -> str:
-    """``text``, the field ``name`` of the row at ``where``, if it is within :data:`MAX_FIELD`."""
-    if len(text) > MAX_FIELD:
-        raise DataError(f"{where}: field '{name}': {len(text):,} characters, over the limit of {MAX_FIELD:,} of "
-                        "a field", hint=_BOUND_HINT)
-    return text
 
 
 def kb_documents(kb: Path) -> dict[str, str]:
@@ -132,7 +100,7 @@ def kb_documents(kb: Path) -> dict[str, str]:
     for path in sorted(kb.rglob("*")):
         rel = path.relative_to(kb)
         if path.is_file() and path.suffix.lower() in KB_SUFFIXES and not any(p.startswith(".") for p in rel.parts):
-            docs[rel.as_posix()] = _read_text(path)
+            docs[rel.as_posix()] = read_text(path)
     if not docs:
         raise DataError(f"knowledge base {kb} has no .md or .txt files", hint="pass the folder holding the documents")
     return docs
@@ -153,7 +121,7 @@ def _locate(context: str, documents: dict[str, str]) -> tuple[dict[str, Any] | N
 
 
 def _from_ragas(source: Path, category: str, kb: Path | None) -> Imported:
-    text = _read_text(source)
+    text = read_text(source)
     if text.lstrip().startswith("["):
         try:
             items = json.loads(text)
@@ -182,7 +150,7 @@ def _from_ragas(source: Path, category: str, kb: Path | None) -> Imported:
             raise DataError(f"{where}: field 'reference_contexts': expected a list of strings",
                             hint="reference_contexts lists the passages that hold the answer")
         for context in contexts:
-            _bounded(where, "reference_contexts", context)
+            bounded(where, "reference_contexts", context)
         refs: list[dict[str, Any]] = []
         for context in contexts:
             ref, n_docs = _locate(context, documents)
@@ -247,7 +215,7 @@ def _from_beir(source: Path, category: str, kb_out: Path | None) -> Imported:
         queries[query_id] = (where, _text(where, data, "text"))
     relevant: dict[str, list[str]] = {}
     dropped = 0
-    for n, line in enumerate(_read_text(qrels).split("\n"), start=1):
+    for n, line in enumerate(read_text(qrels).split("\n"), start=1):
         cells = line.rstrip("\r").split("\t")
         if not line.strip() or (n == 1 and cells[0] == "query-id"):  # BEIR's header line
             continue
@@ -277,7 +245,7 @@ def _from_beir(source: Path, category: str, kb_out: Path | None) -> Imported:
 
 
 def _from_csv(source: Path, category: str) -> Imported:
-    rows_read = csv_rows(source, _read_text(source))
+    rows_read = csv_rows(source, read_text(source))
     header = [cell.strip() for cell in next(rows_read, (1, []))[1]]
     allowed = f"allowed: {', '.join(CSV_COLUMNS)}"
     if not any(header):

@@ -1,6 +1,6 @@
-"""Imports are bounded: a field, a JSONL line and a file over the limits of lab.evalsets.interop
-stop with exit code 2, naming the file, line, field and the limit, and nothing is written (a 1 GB
-ragas user_input used to be read, held three times over and written back out)."""
+"""Imports are bounded: a field, a JSONL line and a file over the limits of lab.evalsets.bounds
+stop `lab import` with exit code 2, naming the file, line, field and the limit, and nothing is
+written (a 1 GB ragas user_input used to be read, held three times over and written back out)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lab.cli import main
-from lab.evalsets import interop
+from lab.evalsets import bounds
 
 HINT = ("  fix: an eval set holds questions, answers and passages: look for a file pasted into a field or a quote "
         "never closed, or split the file\n")
@@ -41,7 +41,7 @@ def write(path: Path, *rows: dict) -> Path:
 
 
 def test_a_user_input_over_the_real_field_limit_is_refused(cli, tmp_path):
-    src = write(tmp_path / "set.jsonl", sample(), sample("x" * (interop.MAX_FIELD + 1)))
+    src = write(tmp_path / "set.jsonl", sample(), sample("x" * (bounds.MAX_FIELD + 1)))
     out = tmp_path / "out.jsonl"
     assert cli("import", "ragas", src, "--out", out) == (
         2, "", f"error: {src} line 2: field 'user_input': 10,000,001 characters, over the limit of 10,000,000 "
@@ -50,9 +50,9 @@ def test_a_user_input_over_the_real_field_limit_is_refused(cli, tmp_path):
 
 
 def test_the_limits_hold_for_every_text_field_a_line_and_a_file(cli, tmp_path, monkeypatch):
-    monkeypatch.setattr(interop, "MAX_FIELD", 100)
-    monkeypatch.setattr(interop, "MAX_LINE", 400)
-    monkeypatch.setattr(interop, "MAX_FILE_BYTES", 2000)
+    monkeypatch.setattr(bounds, "MAX_FIELD", 100)
+    monkeypatch.setattr(bounds, "MAX_LINE", 400)
+    monkeypatch.setattr(bounds, "MAX_FILE_BYTES", 2000)
     out = tmp_path / "out.jsonl"
     long_line = sample(note="n" * 400)
     cases = [
@@ -72,7 +72,7 @@ def test_the_limits_hold_for_every_text_field_a_line_and_a_file(cli, tmp_path, m
 
 
 def test_a_set_within_the_limits_still_imports(cli, tmp_path, monkeypatch):
-    monkeypatch.setattr(interop, "MAX_FIELD", 100)
+    monkeypatch.setattr(bounds, "MAX_FIELD", 100)
     src = write(tmp_path / "set.jsonl", sample("q" * 100))
     out = tmp_path / "out.jsonl"
     code, _, err = cli("import", "ragas", src, "--out", out)
