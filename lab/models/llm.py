@@ -5,11 +5,15 @@ Backends (:mod:`lab.models.backends`):
 
 - ``llama_cpp``: a GGUF file (resolved by :func:`lab.models.resolve.resolve_gguf`) run in process with
   llama-cpp-python; JSON output is constrained by a grammar built from a JSON schema. The
-  model reuses the longest cached token prefix between calls, so prompts that share a head
-  (the judge's rubric and question) evaluate it once.
+  judge's calls reuse the longest cached token prefix between calls, so prompts that share a head
+  (its rubric and question) evaluate it once; every other role starts each call from an empty
+  cache, so that a reply depends on its prompt alone (``LlamaCppBackend``).
 - ``openai``: LlamaIndex's ``OpenAI`` LLM (llama-index-llms-openai); ``openai_compatible``:
   ``OpenAILike`` against any base URL (Ollama, vLLM, llama.cpp's server). The OpenAI client
-  retries 429/5xx/timeouts with exponential backoff (``max_retries``).
+  retries 429/5xx/timeouts with exponential backoff (``max_retries``). A call that fails after
+  them is an :class:`LLMCallError`, recorded by the caller; but when no call of this LLM has got
+  through yet and the connection itself failed (refused, a name that does not resolve, a connect
+  timeout), it is an :class:`LLMUnreachable`, which stops the command with the fix.
 
 :class:`LabLLM` caches every call in SQLite by (backend, model, parameters, prompt version,
 full messages, schema): re-running an unchanged experiment makes no model call, and an
