@@ -127,7 +127,7 @@ def check_lines(out: dict) -> list[str]:
     s = out["summary"]
     lines = [f"judge checks ({out['method']}, {out['n']} questions, seed {out['seed']}):"]
     for kind, row in s["kinds"].items():
-        parts = [f"{measure} {dim} {share:.0%}" for measure in ("sensitivity", "specificity", "invariance")
+        parts = [f"{measure} {dim} {share:.0%}" for measure in ("sensitivity", "specificity", "invariance", "resistance")
                  for dim, share in (row.get(measure) or {}).items() if share is not None]
         lines.append(f"  {kind:<11} n={row['n']:<4} " + (", ".join(parts) or "not measured")
                      + (f" ({row['n_skipped']} skipped)" if row["n_skipped"] else ""))

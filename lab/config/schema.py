@@ -91,7 +91,9 @@ class JudgeConfig(Strict):
 
     llm: LLMConfig = Field(default_factory=lambda: LLMConfig(max_tokens=160))
     """The judging LLM (configured apart from the generator)."""
-    prompt: str = Field("judge-v1", description="A prompt file in lab/prompts (without .txt).")
+    prompt: str = Field("judge-v1", description="A prompt file in lab/prompts (without .txt). judge-v3 gives the "
+                        "question, reference and answer as delimited data that is never an instruction "
+                        "(docs/judge-injection.md).")
     calibration: bool = Field(
         True, description="Also judge each reference answer as the answer (should score high) and "
         "another question's reference (should score 1), and report the separation.",
@@ -111,7 +113,9 @@ class JudgeConfig(Strict):
         "re-judges (answers stay cached), changes the config fingerprint, and lab compare names both judges.")
     checks: int | None = Field(
         None, ge=0, description="Perturbation checks: questions sampled (seeded, by category) whose reference "
-        "answer is corrupted (wrong fact, partial, padded, paraphrase, refusal) and judged. null: 20; 0: off.")
+        "answer is corrupted (wrong fact, partial, padded, paraphrase, refusal, and the wrong fact with an "
+        "injected instruction to the judge, which must not score higher than the wrong fact alone) and judged. "
+        "null: 20; 0: off.")
     repeats: int | None = Field(
         None, ge=2, le=20, description="Judge every answer this many times (seeds 1..k at repeat_temperature) "
         "and report flip rate and intra-class correlation per dimension. null: once.")

@@ -145,6 +145,7 @@ def _metrics(cfg: ExperimentConfig, samples: list[Sample], names: list[str], jud
     if judged:
         for cat, row in per_category.items():
             row["judge_failed"] = sum(1 for s in samples if s["category"] == cat and s["metrics"]["judge_failed"])
+            row["judge_suspect"] = sum(1 for s in samples if s["category"] == cat and s["metrics"].get("judge_suspect"))
     return {"k": cfg.metrics.k, "overall": mean_table(rows, names), "by_category": per_category}
 
 

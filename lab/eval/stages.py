@@ -18,6 +18,7 @@ from lab.config import ExperimentConfig, RagasConfig
 from lab.evalsets.evalset import EvalRow
 from lab.evalsets.twins import Twins, span_twins
 from lab.judge.checks import DEFAULT_CHECKS, run_checks
+from lab.metrics.injection import SUSPECT_RULE
 from lab.judge.methods import Grader
 from lab.judge.rubric import DIMENSIONS, calibration_summary, judge_item, judge_questions
 from lab.eval.ragas import evaluate_ragas
@@ -226,9 +227,11 @@ def judge_stage(samples: list[Sample], grade: Grader, seed: int, timer: Timer,
         j = rec["judgement"]
         s["judgement"] = {**j, "prompt_version": version}
         s["calibration"] = rec["calibration"]
-        for d in DIMENSIONS:
-            s["metrics"][d] = j[d]  # None when the judgement failed: counted, not averaged
+        suspect = bool(j.get("suspect"))
+        for d in DIMENSIONS:  # None when the judgement failed or is suspect: counted, not averaged
+            s["metrics"][d] = None if suspect else j[d]
         s["metrics"]["judge_failed"] = 1 if j["status"] == "failed" else 0
+        s["metrics"]["judge_suspect"] = 1 if suspect else 0
     return checks
 
 
@@ -260,10 +263,12 @@ def retrieval_sections(cfg: ExperimentConfig, samples: list[Sample]) -> dict:
 
 
 def judge_sections(samples: list[Sample], checks: dict | None) -> dict:
-    """``results.json``'s sections about the judge: judged and failed counts, the calibration
+    """``results.json``'s sections about the judge: judged, failed and suspect counts, the calibration
     summary and the perturbation checks (with how often completeness and relevance differ)."""
     failed = [s["id"] for s in samples if s["judgement"]["status"] == "failed"]
-    out: dict = {"judge": {"n_judged": len(samples) - len(failed), "n_failed": len(failed), "failed_ids": failed},
+    suspect = [s["id"] for s in samples if s["judgement"].get("suspect")]
+    out: dict = {"judge": {"n_judged": len(samples) - len(failed), "n_failed": len(failed), "failed_ids": failed,
+                           "n_suspect": len(suspect), "suspect_ids": suspect, "suspect_rule": SUSPECT_RULE},
                  "calibration": calibration_summary(samples)}
     if checks is not None:
         real = [s["judgement"] for s in samples if s["judgement"]["status"] == "ok"]

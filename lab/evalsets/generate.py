@@ -10,7 +10,9 @@ How a question is made (one LLM call, then checks, cheapest first):
 2. Every excerpt is located in its document (:func:`lab.evalsets.excerpts.locate`: exact, then
    tolerant); one that is not found rejects the candidate. Located excerpts become the row's
    ``references`` spans, so span metrics work on any knowledge base.
-3. Filters, each counted with examples: trivial or over-long items, vague questions ("this
+3. Filters, each counted with examples: a question or reference answer holding text addressed
+   to an evaluator or model (``injection``: an instruction, a verdict, a role marker;
+   :func:`lab.metrics.injection.scan`), trivial or over-long items, vague questions ("this
    contract", "the document"), questions that quote their own excerpt, near-duplicates of an accepted question (embedding cosine >= 0.92), and answers
    the excerpts do not support (the yes/no check of :mod:`lab.evalsets.grounding`).
 4. Keywords: the figures, dates and names of the answer that the excerpts hold, the question
@@ -42,6 +44,7 @@ import numpy as np
 
 from lab.evalsets.excerpts import NEAR_DUPLICATE, derive_keywords, folded_text, locate, quotes_own_answer, size_problem, vague
 from lab.evalsets.grounding import supported
+from lab.metrics.injection import suspect_reasons
 from lab.errors import LabError
 from lab.models.llm import LabLLM, LLMCallError
 from lab.prompts import Prompt, load_prompt
@@ -70,8 +73,8 @@ WINDOW_CHARS = 1500
 _FIGURE = re.compile(r"\d")
 _DATE = re.compile(r"\b(1[89]|20)\d\d\b")
 _WANTS = {"numerical": _FIGURE, "temporal": _DATE}
-REASONS = ("malformed", "excerpt_not_found", "size", "vague", "quotes_answer", "near_duplicate", "unsupported",
-           "check_failed")
+REASONS = ("malformed", "injection", "excerpt_not_found", "size", "vague", "quotes_answer", "near_duplicate",
+           "unsupported", "check_failed")
 #: A keyword in more than this share of the documents is not one (it would be found anywhere).
 COMMON_SHARE = 0.3
 
@@ -188,6 +191,9 @@ def _ask(llm: LabLLM, prompts: dict[str, Prompt], task: dict, docs: dict[str, st
 
 def _check(task: dict, item: dict, docs: dict[str, str]) -> tuple[str | None, str, list[dict]]:
     """(reason rejected or None, detail, references) for the model's item."""
+    suspect = suspect_reasons(question=item["question"], reference=item["answer"])
+    if suspect:  # a document that speaks to an evaluator must not reach the judge through a row
+        return "injection", "; ".join(suspect), []
     excerpts = [item["excerpt"]] if "excerpt" in item else [item["excerpt_a"], item["excerpt_b"]]
     refs = []
     for (source, _), excerpt in zip(task["parts"], excerpts):

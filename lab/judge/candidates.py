@@ -2,7 +2,7 @@
 (``lab judge-methods``).
 
 For a category-stratified sample of an eval set's questions, every candidate method judges
-each reference answer and its perturbations (wrong fact, partial, padded, paraphrase, refusal;
+each reference answer and its perturbations (wrong fact, partial, padded, paraphrase, refusal, injection;
 :mod:`lab.judge.perturb`), with the judge and generator of an experiment config. One
 ``<method>.json`` per candidate and ``table.md`` (sensitivity, specificity, invariance, goals
 met, model seconds per judged answer). Everything is cached by content: a rerun takes seconds.
@@ -26,7 +26,8 @@ ROWS = [("wrong_fact", "sensitivity", "accuracy"), ("wrong_fact", "specificity",
         ("padded", "sensitivity", "relevance"), ("padded", "specificity", "accuracy"),
         ("padded", "specificity", "completeness"), ("refusal", "sensitivity", "accuracy"),
         ("refusal", "sensitivity", "completeness"), ("paraphrase", "invariance", "accuracy"),
-        ("paraphrase", "invariance", "completeness"), ("paraphrase", "invariance", "relevance")]
+        ("paraphrase", "invariance", "completeness"), ("paraphrase", "invariance", "relevance"),
+        ("injection", "resistance", "mean")]
 
 
 def table(outs: dict[str, dict]) -> str:

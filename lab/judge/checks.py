@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 
 from lab.judge.rubric import DIMENSIONS, JudgePlan, Scores, judge_item
 from lab.judge.methods import grader
+from lab.metrics.injection import scan
 from lab.judge.perturb import KEEPS, KINDS, TARGETS, fact_pool, perturb
 from lab.metrics.perturbation import summarize
 from lab.models.llm import LabLLM, LLMCallError
@@ -67,6 +68,8 @@ def run_checks(items: Sequence[dict], n: int, seed: int, score: Callable[[dict, 
             p = made[kind]
             if "text" in p:
                 rec["perturbed"][kind] = score(item, p["text"])
+                if kind == "injection":  # what the run would do with it: a flagged judgement is suspect
+                    rec["suspect"] = {kind: scan(p["text"])}
                 rec["texts"][kind] = {"text": p["text"][:TEXT_CHARS], **({"detail": p["detail"]} if p["detail"] else {})}
             else:
                 rec["perturbed"][kind] = None

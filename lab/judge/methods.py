@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from lab.config.schema import JUDGE_METHODS
-from lab.judge.rubric import DIMENSIONS, JUDGE_FIELDS, JudgeItem, JudgePlan, Scores, judge_one
+from lab.metrics.injection import neutralise
+from lab.judge.rubric import DIMENSIONS, JUDGE_FIELDS, JudgeItem, JudgePlan, Scores, data_values, judge_one
 from lab.models.llm import LabLLM, LLMCallError
 from lab.prompts import Prompt, load_prompt
 from lab.registry import Registry
@@ -84,7 +85,7 @@ def split_claims(llm: LabLLM, prompt: Prompt, question: str, reference: str) -> 
     """The reference's atomic facts (one model call per question, cached); its sentences when
     the reply holds none."""
     try:
-        out = llm.chat(prompt.messages(question=question.strip(), reference=reference.strip()), prompt.version,
+        out = llm.chat(prompt.messages(question=neutralise(question.strip()), reference=neutralise(reference.strip())), prompt.version,
                        schema=_SPLIT_SCHEMA, max_tokens=256)
         facts = [f.strip() for f in json.loads(out.text).get("facts", []) if isinstance(f, str) and f.strip()]
     except (LLMCallError, ValueError, AttributeError):
@@ -102,7 +103,7 @@ def judge_expected(llm: LabLLM, method: str, prompts: MethodPrompts, question: s
     """One judgement by a probability-weighted ``method``: a record shaped like judge-v1's, the
     scores floats in [1, 5], with ``mass`` (the score tokens' share of probability, per
     dimension) and, for ``claims``, each fact's P(stated) and P(contradicts)."""
-    values = dict(question=question.strip(), reference=reference.strip(), answer=answer.strip())
+    values = data_values(question, reference, answer)
     calls0 = llm.usage.calls
     try:
         if method == "rubric-expected":
@@ -123,7 +124,7 @@ def judge_expected(llm: LabLLM, method: str, prompts: MethodPrompts, question: s
         elif method == "claims":
             assert prompts.stated is not None and prompts.contradicts is not None
             facts = claims or [reference.strip()]
-            stated = [yes_share(llm.choice_logprobs(prompts.stated.messages(**values, fact=f), prompts.stated.version,
+            stated = [yes_share(llm.choice_logprobs(prompts.stated.messages(**values, fact=neutralise(f)), prompts.stated.version,
                                                     "", ["yes", "no"])) for f in facts]
             contra = yes_share(llm.choice_logprobs(prompts.contradicts.messages(**values), prompts.contradicts.version,
                                                    "", ["yes", "no"]))

@@ -8,7 +8,10 @@ From a question's reference answer, :func:`perturb` derives, without a model:
   parenthesis, a trailing clause or the last item of a list);
 - ``padded``: the reference plus another question's reference answer (a true fact from
   another document) that shares no fact or name with this question;
-- ``refusal``: :data:`REFUSAL`.
+- ``refusal``: :data:`REFUSAL`;
+- ``injection``: the ``wrong_fact`` answer with a phrasing of the injection set
+  (:func:`lab.judge.injections.load_injections`, one per question, seeded) injected: it must not
+  score higher than the wrong answer alone (:func:`lab.metrics.perturbation.injection_row`).
 
 ``paraphrase`` (meaning kept, wording changed) is written by the generator model
 (:func:`paraphrase`, prompt ``paraphrase-v1``) and kept only if every fact of the reference
@@ -23,10 +26,11 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from lab.judge.injections import inject, load_injections
 from lab.metrics.text import folded_text
 
 REFUSAL = "I don't have enough information to answer that question."
-KINDS = ("wrong_fact", "partial", "padded", "paraphrase", "refusal")
+KINDS = ("wrong_fact", "partial", "padded", "paraphrase", "refusal", "injection")
 PARAPHRASE_ATTEMPTS = 2
 #: The rubric dimension(s) each corruption should lower ...
 TARGETS = {"wrong_fact": ("accuracy",), "partial": ("completeness",), "padded": ("relevance",),
@@ -304,6 +308,13 @@ def perturb(item: dict, pool: FactPool, others: Sequence[str], seed: int,
         "padded": padded(ref, question, others, rng),
         "refusal": (REFUSAL, {}),
     }
+    wrong = made["wrong_fact"]
+    if isinstance(wrong, str):
+        made["injection"] = "no wrong fact to inject into"
+    else:  # its own generator, so the other perturbations stay as they were before this kind
+        injections = load_injections()
+        chosen = injections[random.Random(f"{seed}:{item['id']}:injection").randrange(len(injections))]
+        made["injection"] = (inject(wrong[0], chosen), {"injection": chosen.id, "position": chosen.position})
     if paraphraser is None:
         made["paraphrase"] = "no generator model"
     else:  # a second try, sampled, when the first repeats the reference or loses a fact

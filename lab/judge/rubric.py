@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping, Sequence, TypedDict
 from pydantic import BaseModel, Field, ValidationError
 
 from lab.config import JudgeConfig
+from lab.metrics.injection import neutralise, suspect_reasons
 from lab.models.llm import LabLLM, LLMCallError
 from lab.models.resolve import LLMPlan, resolve_llm
 from lab.prompts import Prompt, load_prompt
@@ -135,6 +136,13 @@ def parse_scores(text: str) -> Judgement:
                      feedback=feedback[:-2] if feedback.endswith('"}') else feedback + "...")
 
 
+def data_values(question: str, reference: str, answer: str) -> dict[str, str]:
+    """The judge prompt's placeholders: each text stripped and :func:`~lab.metrics.injection.neutralise`-d,
+    so no answer can close the tag a delimited prompt (judge-v3) puts it in."""
+    return {"question": neutralise(question.strip()), "reference": neutralise(reference.strip()),
+            "answer": neutralise(answer.strip())}
+
+
 def judge_one(llm: LabLLM, prompt: Prompt, question: str, reference: str, answer: str, max_attempts: int,
               scores_only: bool = False, temperature: float | None = None, seed: int | None = None) -> dict:
     """One judgement record: ``status`` ok (scores, feedback) or failed (error, raw).
@@ -144,7 +152,7 @@ def judge_one(llm: LabLLM, prompt: Prompt, question: str, reference: str, answer
     makes the scores come first and decoding is deterministic for a given seed, so they are the
     very scores the full judgement would give; only the feedback is cut short.
     """
-    messages = prompt.messages(question=question.strip(), reference=reference.strip(), answer=answer.strip())
+    messages = prompt.messages(**data_values(question, reference, answer))
     errors, raw = [], ""
     tokens = {"prompt_tokens": 0, "completion_tokens": 0}
     cached = True
@@ -195,7 +203,9 @@ def judge_questions(items: Sequence[dict], llm: LabLLM, prompt: Prompt, max_atte
                     seed: int, runner: Callable[..., list], grade: Callable[..., dict] | None = None) -> list[dict]:
     """Judge every item {id, question, reference, answer, category}.
 
-    Returns per item {"judgement": ..., "calibration": {...} | None}. The three judgements of
+    Returns per item {"judgement": ..., "calibration": {...} | None}. A judgement of a question,
+    reference or answer that speaks to its evaluator (:func:`lab.metrics.injection.scan`) carries
+    ``suspect``: the reasons. The three judgements of
     one question run back to back, so a local model reuses the prompt prefix they share.
     ``grade(item, answer, scores_only)`` is another judging method
     (:func:`lab.judge.methods.grader`); None is judge-v1.
@@ -213,6 +223,9 @@ def judge_questions(items: Sequence[dict], llm: LabLLM, prompt: Prompt, max_atte
                          "completion_tokens": 0, **{d: None for d in DIMENSIONS}}
         else:
             judgement = grade(it, it["answer"])
+            suspect = suspect_reasons(question=it["question"], reference=it["reference"], answer=it["answer"])
+            if suspect:  # judged all the same; the run leaves it out of the means and counts it
+                judgement = {**judgement, "suspect": suspect}
         rec = {"judgement": judgement, "calibration": None}
         if calibration and partners[k] >= 0:
             other = items[partners[k]]

@@ -94,7 +94,7 @@ def chart(metric: str, categories: list[dict], lv) -> dict:
 # The judge's perturbation checks (results.json ``judge_checks``; optional: older runs lack it)
 
 #: The check measures, in the order a kind's rows are shown.
-CHECK_MEASURES = ("sensitivity", "specificity", "invariance")
+CHECK_MEASURES = ("sensitivity", "specificity", "invariance", "resistance")
 #: A share this far under its goal is amber ("ok"); further is red.
 NEAR_GOAL = 0.1
 #: Characters of a perturbed answer shown in the run page's list of checked items.
@@ -103,6 +103,8 @@ CHECK_TEXT_CHARS = 240
 
 def check_label(measure: str, kind: str, dimension: str) -> str:
     """A check in words: "wrong fact lowers accuracy", "paraphrase keeps completeness"."""
+    if measure == "resistance":
+        return f"{kind.replace('_', ' ')} does not raise the {'mean score' if dimension == 'mean' else dimension}"
     return f"{kind.replace('_', ' ')} {'lowers' if measure == 'sensitivity' else 'keeps'} {dimension}"
 
 
@@ -239,6 +241,8 @@ def failure_kinds(s: dict) -> list[str]:
         out.append("answer")
     if (s.get("judgement") or {}).get("status") == "failed":
         out.append("judge")
+    if (s.get("judgement") or {}).get("suspect"):
+        out.append("suspect")
     if s["metrics"].get("mrr") == 0:
         out.append("miss")
     if (s.get("answer") or {}).get("refused"):

@@ -41,6 +41,9 @@ def summary_lines(results: dict, samples: list[dict], intervals: bool = True) ->
     if judge and judge["n_failed"]:
         out.append(f"judge: {judge['n_failed']} failed judgements, left out of the means "
                    f"({', '.join(judge['failed_ids'])})")
+    if judge and judge.get("n_suspect"):
+        out.append(f"judge: {judge['n_suspect']} suspect judgements (text addressed to the evaluator), left out of "
+                   f"the means ({', '.join(judge['suspect_ids'])})")
     if calib and calib.get("n_pairs"):
         c = calib["mean"]
         out.append(f"judge calibration: reference-as-answer {c['reference_mean']:.2f}, another question's "

@@ -72,7 +72,10 @@ def test_answers_judgements_and_calibration_land_on_disk(judged):
     ok = [s for s in samples if s["judgement"]["status"] == "ok"]
     failed = [s["id"] for s in samples if s["judgement"]["status"] == "failed"]
     acc = results["metrics"]["overall"]["accuracy"]
-    assert acc["n"] == len(ok) and results["judge"] == {"n_judged": len(ok), "n_failed": len(failed), "failed_ids": failed}
+    assert acc["n"] == len(ok) and results["judge"] == {"n_judged": len(ok), "n_failed": len(failed), "failed_ids": failed,
+                                                        "n_suspect": 0, "suspect_ids": [],
+                                                        "suspect_rule": results["judge"]["suspect_rule"]}
+    assert results["judge"]["suspect_rule"].startswith("excluded")
     if ok:
         assert acc["mean"] == pytest.approx(sum(s["judgement"]["accuracy"] for s in ok) / len(ok))
     assert results["calibration"] == calibration_summary(samples)
@@ -230,6 +233,8 @@ def test_judge_checks_land_on_disk_and_add_up(judged):
                 assert item["perturbed"][kind] is None and t["skipped"]
     summary = summarize(checks["items"], TARGETS, KEEPS, DIMENSIONS)
     assert summary["kinds"] == checks["summary"]["kinds"] and summary["goals"] == checks["summary"]["goals"]
+    assert set(summary["kinds"]) == set(TARGETS) | {"injection"}  # the wrong fact with an injected instruction
+    assert any(g["kind"] == "injection" for g in summary["goals"])
     real = [s["judgement"] for s in samples if s["judgement"]["status"] == "ok"]
     assert checks["differs"]["n"] == len(real)
     # a paraphrase is asked once, and again when the first try repeats the reference or loses a fact

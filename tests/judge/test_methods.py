@@ -23,6 +23,7 @@ from lab.judge.checks import run_checks, scorer, stratified
 from lab.judge.methods import (MAX_CLAIMS, expected_score, grader, judge_expected, load_method_prompts,
                                     split_claims, yes_share)
 from lab.judge.perturb import REFUSAL
+from lab.metrics.injection import scan
 from lab.metrics.perturbation import GOALS, WITHIN, check_goals, differs, summarize
 from lab.models.backends import Completion
 from lab.models.llm import LabLLM
@@ -458,7 +459,7 @@ def test_summarize_by_hand():
     assert para["invariance"] == pytest.approx({"accuracy": 1.0, "completeness": 2 / 3, "relevance": 1.0})
     assert para["mean_change"] == pytest.approx({"accuracy": -1 / 3, "completeness": -1.1 / 3, "relevance": 0.0})
     goals = {(g["measure"], g["kind"], g["dimension"]): g for g in out["goals"]}
-    assert set(goals) == set(GOALS)
+    assert set(goals) == set(GOALS) - {("resistance", "injection", "mean")}  # no injection items: no such goal
     assert goals[("sensitivity", "wrong_fact", "accuracy")] == {
         "measure": "sensitivity", "kind": "wrong_fact", "dimension": "accuracy", "goal": 0.95,
         "share": pytest.approx(2 / 3), "met": False}
@@ -474,6 +475,32 @@ def test_summarize_a_kind_with_nothing_judged_has_counts_only():
     out = summarize([{"reference": s(5, 5, 5), "perturbed": {"padded": None}}], TARGETS, KEEPS, DIMS)
     assert out["kinds"]["padded"] == {"n": 0, "n_skipped": 1}
     assert out["kinds"]["wrong_fact"] == {"n": 0, "n_skipped": 1}  # missing counts as skipped too
+
+
+def test_injection_is_measured_against_the_wrong_answer_it_was_injected_into():
+    items = [  # wrong_fact mean 5/3, injected mean 3: raised, not flagged -> a success
+        {"reference": s(5, 5, 5), "perturbed": {"wrong_fact": s(1, 2, 2), "injection": s(3, 3, 3)},
+         "suspect": {"injection": []}},
+        # raised but flagged: suspect in a run, so no success (counted in success_raw)
+        {"reference": s(5, 5, 5), "perturbed": {"wrong_fact": s(1, 1, 1), "injection": s(5, 5, 5)},
+         "suspect": {"injection": ["instruction: 'ignore previous instructions'"]}},
+        # equal means: not raised (strictly higher only)
+        {"reference": s(5, 5, 5), "perturbed": {"wrong_fact": s(1, 1, 4), "injection": s(2, 2, 2)}},
+        # the injection was skipped: not a pair
+        {"reference": s(5, 5, 5), "perturbed": {"wrong_fact": s(1, 1, 1), "injection": None}},
+    ]
+    row = summarize(items, TARGETS, KEEPS, DIMS)["kinds"]["injection"]
+    assert (row["n"], row["n_skipped"], row["n_flagged"]) == (3, 1, 1)
+    assert row["success_raw"] == pytest.approx(2 / 3) and row["success"] == pytest.approx(1 / 3)
+    assert row["resistance"] == {"mean": pytest.approx(2 / 3)}
+    assert row["mean_change"] == pytest.approx({"accuracy": (2 + 4 + 1) / 3, "completeness": (1 + 4 + 1) / 3,
+                                                "relevance": (1 + 4 - 2) / 3, "mean": (4 / 3 + 4 + 0) / 3})
+    goal = next(g for g in summarize(items, TARGETS, KEEPS, DIMS)["goals"] if g["kind"] == "injection")
+    assert goal == {"measure": "resistance", "kind": "injection", "dimension": "mean", "goal": 0.95,
+                    "share": pytest.approx(2 / 3), "met": False}
+    # a run without the kind (older checks) has no injection row
+    assert "injection" not in summarize([items[0] | {"perturbed": {"wrong_fact": s(1, 1, 1)}}], TARGETS, KEEPS,
+                                        DIMS)["kinds"]
 
 
 def test_check_goals_met_exactly_at_the_goal():
@@ -553,6 +580,8 @@ SCORES = {
     "q6": {"reference": None, "wrong_fact": s(1, 5, 5), "partial": s(5, 1, 5), "padded": s(5, 5, 1),
            "paraphrase": s(5, 5, 5), "refusal": s(1, 1, 5)},
 }
+for _q, _scores in SCORES.items():  # the injected wrong answer: as the wrong one, but q1's is raised to 5s
+    _scores["injection"] = s(5, 5, 5) if _q == "q1" else _scores["wrong_fact"]
 
 
 def shown(item, answer):
@@ -560,6 +589,8 @@ def shown(item, answer):
     ref = item["reference"]
     if answer == ref:
         return "reference"
+    if scan(answer):
+        return "injection"
     if answer == REFUSAL:
         return "refusal"
     if answer.startswith("In short, "):
@@ -601,11 +632,16 @@ def test_run_checks_shares_by_hand():
     assert kinds["paraphrase"]["invariance"] == {"accuracy": pytest.approx(4 / 5), "completeness": 1.0,
                                                  "relevance": 1.0}
     assert kinds["refusal"]["sensitivity"] == {"accuracy": 1.0, "completeness": 1.0}
+    # injection against wrong_fact on q1-q3, q5, q6 (q4's wrong_fact failed): raised on q1 only, and flagged
+    inj = kinds["injection"]
+    assert (inj["n"], inj["n_skipped"], inj["n_flagged"]) == (5, 1, 5)
+    assert (inj["success_raw"], inj["success"], inj["resistance"]) == (pytest.approx(1 / 5), 0.0, {"mean": 1.0})
+    assert all(out["items"][k]["suspect"]["injection"] for k in range(6))
     met = {(g["measure"], g["kind"], g["dimension"]): g["met"] for g in out["summary"]["goals"]}
     assert met == {("sensitivity", "wrong_fact", "accuracy"): False, ("sensitivity", "partial", "completeness"): False,
                    ("sensitivity", "padded", "relevance"): True, ("specificity", "padded", "accuracy"): False,
                    ("invariance", "paraphrase", "accuracy"): False, ("invariance", "paraphrase", "completeness"): True,
-                   ("invariance", "paraphrase", "relevance"): True}
+                   ("invariance", "paraphrase", "relevance"): True, ("resistance", "injection", "mean"): True}
     assert out["summary"]["skipped"] == {"partial": {"one fact only": 1}}
     q5 = out["items"][4]
     assert q5["perturbed"]["partial"] is None and q5["texts"]["partial"] == {"skipped": "one fact only"}

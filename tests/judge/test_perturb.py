@@ -10,6 +10,7 @@ import random
 
 import pytest
 
+from lab.judge.injections import inject, load_injections
 from lab.judge.perturb import (KEEPS, KINDS, REFUSAL, TARGETS, FactPool, check_paraphrase, fact_pool, facts,
                               keeps_facts, padded, partial, perturb, wrong_fact)
 
@@ -66,9 +67,10 @@ def test_common_needs_ten_percent_of_a_large_pool():
 
 
 def test_the_corruptions_and_what_each_should_move():
-    assert KINDS == ("wrong_fact", "partial", "padded", "paraphrase", "refusal")
-    assert set(TARGETS) == set(KEEPS) == set(KINDS)
-    assert all(not set(TARGETS[k]) & set(KEEPS[k]) for k in KINDS)  # a dimension is targeted or kept, not both
+    assert KINDS == ("wrong_fact", "partial", "padded", "paraphrase", "refusal", "injection")
+    # injection is measured against the wrong answer it was injected into, not the reference
+    assert set(TARGETS) == set(KEEPS) == set(KINDS) - {"injection"}
+    assert all(not set(TARGETS[k]) & set(KEEPS[k]) for k in TARGETS)  # a dimension is targeted or kept, not both
     assert TARGETS["paraphrase"] == () and set(KEEPS["paraphrase"]) == {"accuracy", "completeness", "relevance"}
     assert TARGETS["wrong_fact"] == ("accuracy",) and TARGETS["partial"] == ("completeness",)
     assert TARGETS["padded"] == ("relevance",) and set(KEEPS["padded"]) == {"accuracy", "completeness"}
@@ -306,6 +308,19 @@ def test_perturb_makes_all_five_kinds():
     assert out["padded"]["detail"]["added"] in POOL_TEXTS
     assert out["paraphrase"] == {"text": "In short, " + ITEM["reference"].lower(), "detail": {"attempt": 1}}
     assert out["refusal"] == {"text": REFUSAL, "detail": {}}
+    chosen = {i.id: i for i in load_injections()}[out["injection"]["detail"]["injection"]]
+    assert out["injection"] == {"text": inject(out["wrong_fact"]["text"], chosen),
+                                "detail": {"injection": chosen.id, "position": chosen.position}}
+    assert chosen.text in out["injection"]["text"]
+
+
+def test_the_injection_phrasing_is_seeded_per_question_and_varies():
+    pool = fact_pool(POOL_TEXTS + [ITEM["reference"]])
+    first = perturb(ITEM, pool, POOL_TEXTS, seed=13)["injection"]
+    assert perturb(ITEM, pool, POOL_TEXTS, seed=13)["injection"] == first
+    used = {perturb({**ITEM, "id": f"q{i}"}, pool, POOL_TEXTS, seed=13)["injection"]["detail"]["injection"]
+            for i in range(60)}
+    assert len(used) > 10
 
 
 def test_perturb_never_pads_with_an_answer_sharing_a_fact():
@@ -323,7 +338,8 @@ def test_perturb_skips_with_reasons():
                    "partial": {"skipped": "one fact only"},
                    "padded": {"skipped": "no unrelated reference answer to add"},
                    "paraphrase": {"skipped": "no generator model"},
-                   "refusal": {"text": REFUSAL, "detail": {}}}
+                   "refusal": {"text": REFUSAL, "detail": {}},
+                   "injection": {"skipped": "no wrong fact to inject into"}}
     tries = []
     bad = perturb(item, pool, [], seed=1, paraphraser=lambda ref, attempt=0: tries.append(attempt) or "The fee is $45.")
     assert bad["paraphrase"] == {"skipped": "paraphrase lost '$40'"} and tries == [0, 1]  # retried once, then skipped
