@@ -11,6 +11,7 @@ from typing import Any
 from lab.cli import options
 from lab.errors import LabError
 from lab.report import tracking as tr
+from lab.report.mlflow_store import check_store
 from lab.report.latest import choose_run
 from lab.runfiles import read_results
 
@@ -63,10 +64,11 @@ def _tracking_dict(tracking: Any) -> dict | None:
 
 def require(args: argparse.Namespace, cfg: Any) -> None:
     """Before ``lab run`` runs anything: when tracking is asked for (``--track`` or a
-    ``tracking:`` section), mlflow must import and the store's URI must be one MLflow opens."""
+    ``tracking:`` section), mlflow must import and the store's URI must be one MLflow opens and
+    can write to (checked in seconds, so a run is not made only to find its store unusable)."""
     if getattr(args, "track", False) or cfg.tracking is not None:
         tr.import_mlflow()
-        _destination(args, _tracking_dict(cfg.tracking))
+        check_store(_destination(args, _tracking_dict(cfg.tracking))[0])
 
 
 def after_run(args: argparse.Namespace, run_dir: Path, tracking: Any) -> None:

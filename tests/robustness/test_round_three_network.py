@@ -248,3 +248,17 @@ def test_track_to_a_server_where_nothing_listens_fails_in_seconds(cli, finished,
                    f"  fix: start it (mlflow server --host 127.0.0.1 --port {port}), or give another store with --uri, "
                    "tracking.uri or MLFLOW_TRACKING_URI (sqlite:///mlruns.db needs no server)\n")
     assert time.perf_counter() - t0 < 10  # MLflow alone retried for about 4 minutes
+
+
+@needs_mlflow
+def test_run_with_track_to_an_unusable_store_stops_before_the_run(cli, tmp_path, monkeypatch):
+    """`lab run --track` checks the store first: nothing is run, nothing is written."""
+    (tmp_path / "dir.db").mkdir()
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/dir.db")
+    reports = tmp_path / "reports"
+    fixtures = Path(__file__).parents[1] / "fixtures"
+    code, out, err = cli("run", "small-retrieval", "--experiments", fixtures / "experiments", "--reports", reports,
+                         "--cache", tmp_path / "cache", "--track")
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: MLflow store {tmp_path}/dir.db: is a folder, not a database file\n")
+    assert not reports.exists() and not (tmp_path / "cache").exists()
