@@ -55,3 +55,19 @@ def minilm():
     from lab.models.resolve import resolve_hf_model
 
     return LabEmbedding(resolve_hf_model("sentence-transformers/all-MiniLM-L6-v2", "embedding model"), None)
+
+
+@pytest.fixture
+def cli(capsys):
+    """``lab ARGS`` in this process: (exit code, stdout, stderr); argparse's errors exit 2 too."""
+    from lab.cli import main
+
+    def run(*args) -> tuple[int, str, str]:
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exc:
+            code = exc.code
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run

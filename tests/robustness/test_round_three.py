@@ -26,21 +26,6 @@ ROW = {"id": "z1", "question": "Who founded Brightwater Kilns?", "keywords": ["O
        "reference_answer": "Odile Ferrand.", "category": "direct_fact"}
 
 
-@pytest.fixture
-def cli(capsys):
-    """``lab ARGS`` in this process: (exit code, stdout, stderr); argparse's errors exit 2 too."""
-
-    def run(*args) -> tuple[int, str, str]:
-        try:
-            code = main([str(a) for a in args])
-        except SystemExit as exc:
-            code = exc.code
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return run
-
-
 def write_set(path: Path, *rows: dict) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path

@@ -16,21 +16,6 @@ HINT = ("  fix: an eval set holds questions, answers and passages: look for a fi
         "never closed, or split the file\n")
 
 
-@pytest.fixture
-def cli(capsys):
-    """``lab ARGS`` in this process: (exit code, stdout, stderr)."""
-
-    def run(*args) -> tuple[int, str, str]:
-        try:
-            code = main([str(a) for a in args])
-        except SystemExit as exc:
-            code = exc.code
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return run
-
-
 def sample(question: str = "Who founded Brightwater Kilns?", **extra) -> dict:
     return {"user_input": question, "reference": "Odile Ferrand.", "keywords": ["Odile"], **extra}
 

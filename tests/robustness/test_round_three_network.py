@@ -39,21 +39,6 @@ def closed_port() -> int:
     return port
 
 
-@pytest.fixture
-def cli(capsys):
-    """``lab ARGS`` in this process: (exit code, stdout, stderr)."""
-
-    def run(*args) -> tuple[int, str, str]:
-        try:
-            code = main([str(a) for a in args])
-        except SystemExit as exc:
-            code = exc.code
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return run
-
-
 def llm_yaml(url: str, backend: str = "openai_compatible") -> str:
     model = "gpt-4.1-nano" if backend == "openai" else "fake"
     return (f"    backend: {backend}\n    base_url: {url}\n    model: {model}\n    api_key_env: LAB_TEST_KEY\n"

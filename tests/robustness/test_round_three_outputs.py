@@ -21,21 +21,6 @@ from report_fixtures import write_pair
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def cli(capsys):
-    """``lab ARGS`` in this process: (exit code, stdout, stderr); argparse's errors exit 2 too."""
-
-    def run(*args) -> tuple[int, str, str]:
-        try:
-            code = main([str(a) for a in args])
-        except SystemExit as exc:
-            code = exc.code
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return run
-
-
 def fix_of(err: str) -> str:
     return err.partition("\n  fix: ")[2]
 
