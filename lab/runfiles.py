@@ -87,7 +87,8 @@ class Results(TypedDict, total=False):
     """A run's aggregates and provenance. Always: schema_version, name, run_id, created_at,
     description, config, config_fingerprint, sample, data, index, models, metrics, counters,
     llm_usage, cost_usd, timings, environment. The rest when the stage ran: guardrail,
-    rerank_activation, labels, answers, judge, calibration, judge_checks (the perturbation checks:
+    rerank_activation, labels, answers, judge ({n_judged, n_failed, failed_ids}; since the injection
+    detector also {n_suspect, suspect_ids, suspect_rule}), calibration, judge_checks (the perturbation checks:
     {n, seed, method, summary, items, differs}), repeatability (judge.repeats / generation.repeats:
     {judge_repeats, answer_repeats, temperature, method, deterministic, n_questions, by_dimension}), ragas; not_scored when a metric is n/a for some
     questions ({metric: {n, why, ids}})."""
