@@ -241,12 +241,27 @@ def _line_of(path: Path, loc: tuple) -> int | None:
     return line
 
 
-def _format_validation_error(exc: ValidationError, chain: list[Path]) -> str:
+def _given(overrides: dict[str, Any] | None, loc: tuple) -> bool:
+    """Whether ``loc`` is a value the overrides set (the command line, not a file)."""
+    node: Any = overrides or {}
+    for key in loc:
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return bool(loc)
+
+
+def _format_validation_error(exc: ValidationError, chain: list[Path], overrides: dict[str, Any] | None = None) -> str:
     lines = []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p in _TAGS))
         dotted = ".".join(str(p) for p in loc) or "(top level)"
         where = str(chain[0])
+        if _given(overrides, loc):  # not in any file: a value given on the command line
+            lines.append(f"the command line (--set, --kb, --eval, --limit or --seed): field '{dotted}': "
+                         + ("unknown key (check its spelling against the docs)" if err["type"] == "extra_forbidden"
+                            else err["msg"]))
+            continue
         for path in chain:  # the child first: report where the value was written
             line = _line_of(path, loc)
             if line is not None:
@@ -319,7 +334,7 @@ def load_experiment(
         return ExperimentConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(
-            f"invalid experiment config {name!r}:\n" + _format_validation_error(exc, chain),
+            f"invalid experiment config {name!r}:\n" + _format_validation_error(exc, chain, overrides),
             hint="docs/reference/config.md lists every key, its type and its default",
         ) from None
 

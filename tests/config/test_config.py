@@ -159,3 +159,28 @@ def test_the_ragas_metrics_the_config_accepts_are_the_catalogues_and_the_evaluat
     names = list(get_args(RagasMetric))
     assert names == list(CATALOGUE) == list(RAGAS_METRICS) == RagasConfig().metrics
     assert [m for m in METRICS if m.startswith("ragas_")] == [f"ragas_{n}" for n in names]
+
+
+def test_a_bad_value_from_the_command_line_is_blamed_on_the_command_line_not_the_file():
+    """A --set typo was reported as "experiments/hybrid.yaml line 7" (the retriever section's line)."""
+    from lab.config import load_experiment
+    from lab.errors import ConfigError
+
+    ex = Path(__file__).resolve().parents[2] / "experiments"
+    with pytest.raises(ConfigError) as exc:
+        load_experiment("hybrid", ex, {"retriever": {"alfa": 1}})
+    assert exc.value.message == ("invalid experiment config 'hybrid':\nthe command line (--set, --kb, --eval, --limit or "
+                                 "--seed): field 'retriever.alfa': unknown key (check its spelling against the docs)")
+    with pytest.raises(ConfigError) as exc:  # the value is given, though its section is in the file
+        load_experiment("hybrid", ex, {"retriever": {"top_k": 0}})
+    assert "the command line (--set, --kb, --eval, --limit or --seed): field 'retriever.top_k'" in exc.value.message
+
+
+def test_a_bad_key_in_a_file_is_still_named_by_file_and_line(tmp_path):
+    from lab.config import load_experiment
+    from lab.errors import ConfigError
+
+    (tmp_path / "typo.yaml").write_text("schema_version: 1\ndescription: x\nretriever:\n  name: vector\n  alfa: 1\n")
+    with pytest.raises(ConfigError) as exc:
+        load_experiment("typo", tmp_path, {"retriever": {"top_k": 3}})
+    assert f"{tmp_path / 'typo.yaml'} line 5: field 'retriever.alfa': unknown key" in exc.value.message
