@@ -38,7 +38,8 @@ SECTIONS: tuple[tuple[str, tuple[str, str], str, str], ...] = (
     ("size", ("size", "rows"), "Trivial or over-long rows",
      "The generator's size filter: a yes/no answer or a very short question says little."),
     ("without", ("keywords", "without"), "Rows without keywords",
-     "The keyword metrics are n/a for them (said so in results, never 0); span metrics still score them."),
+     "The keyword metrics are n/a for them (said so in results, never 0); the span metrics, MRR and nDCG (spans) "
+     "among them, still score them."),
     ("not_checked", ("spans", "not_checked"), "Spans not checked",
      "The knowledge base holds the document in another format, so offsets into the original cannot be checked."),
     ("twins", ("spans", "twins"), "Golden spans with twins",
