@@ -54,7 +54,9 @@ def run_checks(items: Sequence[dict], n: int, seed: int, score: Callable[[dict, 
                paraphraser: Callable[[str, int], str] | None, pool_texts: Sequence[str],
                runner: Callable[..., list]) -> dict:
     """Perturb and judge ``n`` sampled items {id, question, reference, keywords, category}.
-    Returns {n, seed, summary, items: [{id, category, reference, perturbed, texts}]}."""
+    Returns {n, seed, summary, items: [{id, category, reference, perturbed, texts, suspect}]}:
+    ``suspect`` holds the detector's reasons for the injected answer (a run would leave its
+    judgement out of the means, so a flagged injection is no success)."""
     chosen = stratified(items, n, seed)
     pool = fact_pool([*pool_texts, *(it["reference"] for it in items)])
 
