@@ -229,6 +229,7 @@ def environment() -> Environment:
     env.filters["fmt"] = lambda v, m: fmt(m, v)
     env.filters["fmt_delta"] = lambda v, m: fmt_delta(m, v)
     env.filters["pct"] = pct
+    env.filters["score"] = score_text  # judge scores: 3.91, not 3.9144718265533447
     env.globals.update(labels=catalog.labels(), score_metrics=set(catalog.names(group="judge")),
                        higher_is_better={m.name for m in catalog.CATALOG if m.higher_is_better})
     return env

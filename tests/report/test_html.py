@@ -205,3 +205,21 @@ def test_golden_spans_show_their_rank_and_twins_and_old_spans_render_as_before(t
     assert "MRR (spans) 1.0000, nDCG (spans) 1.0000, recall (twins count) 1.0000 · span precision 0.0000" in text
     assert '<span class="ref">doc3.md chars 0–18</span>' in text  # an old span: no rank, no twins
     assert "· span precision 0.0000, recall 0.0000, IoU 0.0000 (0 of 30" in text
+
+
+def test_probability_weighted_judge_scores_are_shown_with_two_decimals(tmp_path):
+    """rubric-expected's scores are floats: the page printed 3.9144718265533447; now 3.91 (judge-v1's
+    integers stay as they are)."""
+    from lab.report.html import render_run
+    from report_fixtures import ACC_A, MRR_A, write_run
+
+    acc = [a if a is None else a - 0.0855281734466553 for a in ACC_A]  # 4 -> 3.9144718265533447
+    folder = write_run(tmp_path, "expected", "20261122-100000", MRR_A, acc, "A")
+    render_run(folder)
+    html = (folder / "report.html").read_text(encoding="utf-8")
+    # the question's panel (kept as JSON in the page until opened: its characters escaped)
+    assert "accuracy 3.91 \\u00b7 completeness 3.91 \\u00b7 relevance 3.91" in html
+    assert "accuracy 3.9144718265533447" not in html and ">3.91</td>" in html  # and the table's cells
+    ints = write_run(tmp_path, "ints", "20261122-100000", MRR_A, ACC_A, "A")
+    render_run(ints)
+    assert "accuracy 4 \\u00b7 completeness 4" in (ints / "report.html").read_text(encoding="utf-8")
