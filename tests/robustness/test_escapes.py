@@ -189,5 +189,5 @@ def test_makefile_quotes_paths_with_spaces(tmp_path):
     out = subprocess.run(["make", "-n", "experiment", f"KB={kb}", f"EVAL={tmp_path / 'my evals.jsonl'}",
                           "NAME=turn13"], cwd=ROOT, capture_output=True, text=True,
                          env={**os.environ, "MAKEFLAGS": ""})
-    line = next(x for x in out.stdout.splitlines() if " run turn13" in x)
+    line = next(x for x in out.stdout.splitlines() if " run 'turn13'" in x)  # every value quoted, the name too
     assert f"--kb '{kb}'" in line and f"--eval '{tmp_path / 'my evals.jsonl'}'" in line
