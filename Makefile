@@ -142,11 +142,18 @@ list: $(STAMP) ## list the experiments
 report: $(STAMP) ## re-render the latest report of NAME from its files
 	$(LAB) report reports/$(NAME)/LATEST
 
-test: $(STAMP) browser ## run every test, slow end-to-end and browser ones included
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+# The suite runs in TEST_JOBS processes (pytest-xdist), a test file to a process (--dist loadfile: a
+# file's module fixtures, such as one judged run shared by its tests, are built once). Most tests
+# wait on a subprocess, a model load or the disk, so two processes keep 2 cores busier than one
+# (the suite's time on 2 cores: docs/index.md). TEST_JOBS=0 runs them in this process (for pdb or -x).
+TEST_JOBS ?= 2
+XDIST = $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile)
+
+test: $(STAMP) browser ## run every test, slow end-to-end and browser ones included [TEST_JOBS=2]
+	$(PY) -m pytest -q $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 test-fast: $(STAMP) ## the fast tests only
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 # .venv313: Python 3.13 from requirements-py313.lock, installed by the uv of .venv, with the same cached
 # llama.cpp wheel as .venv (built with .venv313's pip if missing). torch is PyPI's 2.13.0: no CPU build
