@@ -51,7 +51,7 @@ def add_parsers(sub: Any, common: Any) -> None:
     g.add_argument("--alpha", type=float, default=None,
                    help=f"family-wise error rate over the metrics (default: the gate: section's, else {DEFAULT_ALPHA})")
     g.add_argument("--junit", type=Path, metavar="FILE", help="write a JUnit XML report (testsuite 'lab gate')")
-    g.add_argument("--force", action="store_true", help="replace the --junit file if it exists")
+    options.force(g, "the --junit file")
     options.reports(g)
     common(g)
 

@@ -43,6 +43,21 @@ def run(p: argparse.ArgumentParser, sample: bool = True) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bars (progress lines are logged instead)")
 
 
+def force(p: argparse.ArgumentParser, what: str, also: str = "") -> None:
+    """``--force``: the one way to let a verb replace an output that exists; ``what`` names it,
+    ``also`` says what else the flag allows."""
+    p.add_argument("--force", action="store_true", help=f"replace {what} if it exists{also}")
+
+
+def split(p: argparse.ArgumentParser, holdout_optional: bool = True) -> None:
+    """The dev/held-out split of sweep and optimize: points are picked on dev, the best reported on
+    the held-out rest (``--no-holdout``, where the verb allows it, runs every point on everything)."""
+    p.add_argument("--dev-fraction", type=float, default=0.5,
+                   help="share of questions the points are picked on (default 0.5)")
+    if holdout_optional:
+        p.add_argument("--no-holdout", action="store_true", help="every point on every question (optimistic best)")
+
+
 def count(text: str) -> int:
     """The type of an option that counts something (``--limit``, ``--trials``, ``--n``): a whole
     number of at least 1; anything else is argparse's error naming the option (exit code 2)."""

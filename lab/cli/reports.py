@@ -39,7 +39,7 @@ def add_parsers(sub: Any, common: Any) -> None:
                            "Holm-adjusted; no HTML")
     cmp_.add_argument("--also", metavar="RUN", help="with --designs-table: a second base, in a column of its own")
     cmp_.add_argument("--out", type=Path, metavar="DIR", help="folder for compare.html (default: reports/_compare/<names>)")
-    cmp_.add_argument("--force", action="store_true", help="replace the compare.html and exports in --out DIR")
+    options.force(cmp_, "the compare.html and exports in --out DIR")
     cmp_.add_argument("--no-html", action="store_true", help="print the table only")
 
     show = sub.add_parser("show", help="print a run's summary table (with 95%% intervals) in the terminal",

@@ -209,6 +209,18 @@ def test_the_same_sweep_again_or_force_may_use_the_folder(tmp_path):
     check_earlier(tmp_path / "new", [parse_dial("retriever.top_k=5")])
 
 
+def test_optimize_does_not_replace_its_earlier_config_without_force(cli, project):
+    written = project / "experiments" / "small-retrieval-optimized.yaml"
+    written.write_text("# edited by hand\n")
+    code, out, err = cli("optimize", "small-retrieval", "--trials", "1", "--experiments", project / "experiments",
+                         "--reports", project / "reports", "--cache", project / "cache")
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: {written} already exists: lab optimize writes its best point there\n")
+    assert fix_of(err) == "pass --force to replace it, or --no-config to write no config\n"
+    assert written.read_text() == "# edited by hand\n"
+    assert not (project / "reports").exists()  # refused before any trial
+
+
 # --- lab compare --out and lab gate --junit -----------------------------------------------------
 
 
