@@ -48,7 +48,8 @@ class _PrintableFormatter(logging.Formatter):
         return printable(super().format(record))
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """``seconds`` as people read a wait: "42 s", "3 min 05 s", "1 h 18 min"."""
     seconds = max(0, int(round(seconds)))
     if seconds < 60:
         return f"{seconds} s"
@@ -72,6 +73,7 @@ class Ticker:
         self._step = max(1, int(total * every))
         self._next = self._step
         self._logged = False
+        self._note = ""
         self._bar = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -88,9 +90,10 @@ class Ticker:
         now = time.perf_counter()
         elapsed = now - self._t0
         share = self.done / self.total if self.total else 1.0
-        eta = f", ETA {_duration(elapsed / self.done * (self.total - self.done))}" if self.done else ""
+        eta = f", ETA {duration(elapsed / self.done * (self.total - self.done))}" if self.done else ""
+        note = note or self._note
         log.info("%s %d/%d %s (%.0f%%), %s elapsed%s%s", self.desc, self.done, self.total, self.unit, 100 * share,
-                 _duration(elapsed), eta, f": {note}" if note else "")
+                 duration(elapsed), eta, f": {note}" if note else "")
         self._last = now
         self._logged = True
 
@@ -114,6 +117,14 @@ class Ticker:
                 self._next = (self.done // self._step + 1) * self._step
                 if not quiet or (self.done >= self.total and self._logged):
                     self._line(note)
+
+    def note(self, text: str) -> None:
+        """What the work is doing between counted items (e.g. candidates tried and rejected): shown
+        beside the bar, and in every line logged until the next note."""
+        with self._lock:
+            self._note = text
+            if self._bar is not None:
+                self._bar.set_postfix_str(text)
 
     def close(self) -> None:
         self._stop.set()

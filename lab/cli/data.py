@@ -47,7 +47,9 @@ def add_parsers(sub: Any, common: Any) -> None:
                                                      "from experiments/NAME.yaml, e.g. for OpenAI or a server")
     gen.add_argument("--llm", metavar="MODEL", help="local GGUF model name or path (default: "
                                                     "qwen2.5-coder-1.5b-instruct)")
-    gen.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
+    options.force(gen, "OUT")
+    gen.add_argument("--dry-run", action="store_true", help="print the LLM calls and time it would take on this "
+                                                            "machine, and stop: nothing is generated or written")
     _shared(gen, common)
 
     aud = sub.add_parser(
@@ -66,7 +68,7 @@ def add_parsers(sub: Any, common: Any) -> None:
     aud.add_argument("--check", action="store_true", help="ask the LLM whether each reference answer is "
                                                           "supported by its spans")
     aud.add_argument("--html", type=Path, help="page to write (default: EVAL_SET with .audit.html)")
-    aud.add_argument("--force", action="store_true", help="replace the --html page if it exists")
+    options.force(aud, "the --html page")
     aud.add_argument("--config", metavar="NAME", help="loader, embedding model and LLM from experiments/NAME.yaml")
     _shared(aud, common)
 
@@ -85,8 +87,7 @@ def add_parsers(sub: Any, common: Any) -> None:
     imp.add_argument("--category", default="direct_fact", help="category of rows that name none")
     imp.add_argument("--categories", metavar="A,B,...", help="the categories a row may name (default for CSV: the "
                                                              "lab's and --category; ragas and BEIR: any)")
-    imp.add_argument("--force", action="store_true", help="replace OUT if it exists, and add to a --kb-out folder "
-                                                          "that holds files (replaced files are counted)")
+    options.force(imp, "OUT", ", and add to a --kb-out folder that holds files (replaced files are counted)")
 
     spl = sub.add_parser(
         "split", help="write an eval set's dev and held-out halves (pick on one, report on the other)",
@@ -100,13 +101,13 @@ def add_parsers(sub: Any, common: Any) -> None:
     spl.add_argument("--dev-fraction", type=float, default=DEV_FRACTION,
                      help=f"share of each category in the dev half (default {DEV_FRACTION})")
     spl.add_argument("--seed", type=int, default=SEED, help=f"seed of the split (default {SEED})")
-    spl.add_argument("--force", action="store_true", help="replace the halves in --out if they exist")
+    options.force(spl, "the halves in --out")
 
     exp = sub.add_parser("export", help="write an eval set in ragas' EvaluationDataset format",
                          epilog="example: lab export eval_sets/company.jsonl --out company.ragas.jsonl")
     exp.add_argument("eval_set", type=Path, metavar="EVAL_SET")
     exp.add_argument("--out", type=Path, required=True)
-    exp.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    options.force(exp, "OUT")
 
 
 def _shared(p: argparse.ArgumentParser, common: Any) -> None:
@@ -148,6 +149,16 @@ def _embedder(embedding: EmbeddingConfig, cache: Path) -> Any:
     return lambda texts: model.encode(list(texts), model.query_prefix)
 
 
+def _generate_plan(args: argparse.Namespace) -> list[str]:
+    """What ``lab generate`` will ask of its LLM, and how long that takes here."""
+    from lab.eval.estimate import describe, role_cost
+    from lab.models.resolve import resolve_llm
+
+    _, _, llm_cfg = _settings(args)
+    plan = resolve_llm(llm_cfg, "testset", args.experiments.resolve().parent)
+    return describe([role_cost("testset", plan, args.n, _cache(args))], args.n, "accepted questions wanted")
+
+
 def _cache(args: argparse.Namespace) -> Path:
     return cache_root(args.cache)
 
@@ -177,6 +188,9 @@ def _mix(text: str | None) -> dict[str, float] | None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
+    if args.dry_run:
+        print("\n".join(_generate_plan(args)) + "\ndry run: nothing was generated or written")
+        return 0
     out = check_output(args.out, (), args.kb, args.force)
     sidecar = check_output(out.with_suffix(".gen.json"), (), args.kb, True, "--out's sidecar")
     mix = _mix(args.mix)
@@ -189,8 +203,12 @@ def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str,
     from lab.models.llm import build_llm
     from lab.models.resolve import resolve_llm
 
+    from lab.eval.estimate import record
+
     loader, embedding, llm_cfg = _settings(args)
     project = args.experiments.resolve().parent
+    for line in _generate_plan(args):  # before the first model call
+        print(line, flush=True)
     writer = build_llm(resolve_llm(llm_cfg, "testset", project), _cache(args))
     checker = build_llm(resolve_llm(llm_cfg, "check", project), _cache(args))
     corpus = _corpus(args.kb, loader)
@@ -202,6 +220,9 @@ def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str,
              "model": {"backend": llm_cfg.backend, "model": llm_cfg.model, "fingerprint": writer.plan.fingerprint},
              "embedding_model": embedding.model, **outcome.stats}
     write_atomic(sidecar, json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
+    both = [u for u in stats["usage"].values() if u]  # the writer's and the support check's calls, as one
+    record(_cache(args), {"testset": {k: sum(u[k] for u in both) for k in ("calls", "cached", "seconds")}},
+           stats["n_accepted"], {"testset": (writer.plan, None)})
     if not outcome.rows:  # an empty eval set is not one: the sidecar says why each candidate failed
         raise NothingAccepted(f"no candidate of {stats['candidates']} passed the checks; see {sidecar} for each "
                        "filter's rejections", hint="a larger model (--llm, --config), or more candidates "

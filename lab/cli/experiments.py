@@ -20,6 +20,7 @@ from lab.config.load import describe
 from lab.errors import DataError, LabError, RunFailedError
 from lab.metrics import catalog
 from lab.paths import cache_root, project_path
+from lab.progress import duration
 
 from lab.report.terminal import all_failed, summary_lines
 from lab.runfiles import load_run
@@ -40,6 +41,9 @@ def add_parsers(sub: Any, common: Any) -> None:
     run.add_argument("--retrieval-only", action="store_true",
                      help="skip answers and the judge (sets generation, judge and ragas to null; recorded in "
                           "the run's config)")
+    run.add_argument("--dry-run", action="store_true",
+                     help="check the config, models and data, print the LLM calls and time the run would take "
+                          "on this machine, and stop: nothing is run or written")
     run.add_argument("--track", action="store_true",
                      help="log the run to MLflow (needs the mlflow extra; a config's tracking: section does the same)")
     common(run)
@@ -68,9 +72,8 @@ def add_parsers(sub: Any, common: Any) -> None:
                     help="a config path and its values, e.g. retriever.alpha=0,0.5,1 (repeatable)")
     options.metric(sw, "the metric that picks the best point")
     sw.add_argument("--answers", action="store_true", help="also answer and judge at every point (slow)")
-    sw.add_argument("--dev-fraction", type=float, default=0.5, help="share of questions for the points (default 0.5)")
-    sw.add_argument("--no-holdout", action="store_true", help="every point on every question (optimistic best)")
-    sw.add_argument("--force", action="store_true", help="replace an earlier sweep of these dials (other values)")
+    options.split(sw)
+    options.force(sw, "an earlier sweep of these dials (other values)")
     workers.add_options(sw)
     options.run(sw)
     common(sw)
@@ -90,10 +93,11 @@ def add_parsers(sub: Any, common: Any) -> None:
                      help="a dial and its range (repeatable; replaces the default space)")
     opt.add_argument("--trials", type=options.count, default=12, help="Optuna trials (default: 12)")
     options.metric(opt, "the metric to maximise")
-    opt.add_argument("--dev-fraction", type=float, default=0.5, help="share of questions for search (default 0.5)")
+    options.split(opt, holdout_optional=False)
     opt.add_argument("--seed", dest="split_seed", type=int, default=13,
                      help="seed of the split and the sampler (default: 13)")
     opt.add_argument("--no-config", action="store_true", help="do not write experiments/NAME-optimized.yaml")
+    options.force(opt, "experiments/NAME-optimized.yaml")
     workers.add_options(opt)
     options.run(opt, sample=False)
     common(opt)
@@ -145,11 +149,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         from lab.eval.runner import run_experiment  # heavy (see the top of this module)
 
     cfg = load_experiment(args.name, args.experiments, _overrides(args))
+    if args.dry_run:
+        from lab.eval.runner import dry_run  # heavy (see the top of this module)
+
+        print("\n".join(dry_run(cfg, _run_opts(args, False))))
+        return 0
     track.require(args, cfg)  # with --track or a tracking: section, mlflow must import: fail before running
     run_dir = run_experiment(cfg, _run_opts(args))
     results, samples = load_run(run_dir)
     print("\n".join(summary_lines(results, samples)))
     print(f"report: {run_dir / 'report.html'}")
+    if args.retrieval_only:
+        print(_next_step(args))
     if args.track or cfg.tracking is not None:
         track.after_run(args, run_dir, cfg.tracking)
     failed = all_failed(results, samples)
@@ -158,6 +169,30 @@ def cmd_run(args: argparse.Namespace) -> int:
                              hint="fix the LLM or its server (the error above) and run the same command again; "
                                   "what succeeded is cached")
     return 0
+
+
+#: The sample a retrieval-only run suggests answering and judging next.
+NEXT_SAMPLE = 10
+
+
+def _next_step(args: argparse.Namespace) -> str:
+    """After a retrieval-only run: the command that answers and judges a sample, with its cost here."""
+    from lab.eval.estimate import estimate  # heavy (see the top of this module)
+    from lab.judge.rubric import resolve_judge
+    from lab.rag.pipeline import resolve_models
+
+    full = load_experiment(args.name, args.experiments, run_overrides(args.kb, args.eval, NEXT_SAMPLE, args.seed))
+    if full.generation is None and full.judge is None:
+        return "next: this config answers nothing (no generation or judge section): compare it with `lab compare`"
+    root = args.experiments.resolve().parent
+    plans = resolve_models(full, root)
+    costs = estimate(full, NEXT_SAMPLE, plans.generation, plans.query, resolve_judge(full.judge, root),
+                     _cache_root(args))
+    known = [c.seconds for c in costs if c.seconds is not None]
+    cost = f", about {duration(sum(known))} here" if known else ""
+    return (f"next: lab run {args.name} --limit {NEXT_SAMPLE} answers and judges a stratified sample of "
+            f"{NEXT_SAMPLE} questions ({sum(c.calls for c in costs)} LLM calls{cost}); "
+            f"--dry-run says what the whole set costs")
 
 
 def print_summary(run_dir: Path) -> None:
@@ -293,6 +328,10 @@ def cmd_optimize(args: argparse.Namespace) -> int:
 
     catalog.check(args.metric)
     ranges = [parse_range(s) for s in (args.space or DEFAULT_SPACE)]
+    written = args.experiments / f"{args.name}-optimized.yaml"
+    if not args.no_config and written.exists() and not args.force:  # refused before any trial
+        raise DataError(f"{written} already exists: lab optimize writes its best point there",
+                        hint="pass --force to replace it, or --no-config to write no config")
     s = run_optimize(args.name, args.experiments, ranges, _overrides(args), _run_opts(args, False), args.metric,
                      args.trials, args.dev_fraction, args.split_seed, not args.no_config, **workers.options(args))
     m = args.metric

@@ -19,6 +19,7 @@ from lab.judge.rubric import JudgePlan, resolve_judge
 from lab.judge.checks import paraphraser_for
 from lab.judge.methods import grader
 from lab.judge.repeats import repeat_judgements
+from lab.eval.estimate import describe, estimate, record
 from lab.eval.records import environment, write_run
 from lab.runfiles import RESULTS_SCHEMA, Results, Sample
 from lab.eval.stages import (Timer, ann_stage, answer_stage, judge_sections, judge_stage, ragas_stage,
@@ -58,6 +59,8 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     corpus = load_corpus(cfg, opts.project_root)
     documents = {d.metadata["source"]: d.text for d in corpus.documents}
     check_references(questions.eval_set, documents)
+    for line in plan_lines(cfg, plans, judge, questions, opts):  # the cost, before the first model call
+        log.info("%s", line)
     # each golden span's twins: the same text elsewhere, which counts as the span in the span rank metrics
     twins = span_twins([(r.source, r.start_index, r.end_index) for row in questions.rows for r in row.references or []],
                        documents)
@@ -110,10 +113,35 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     # --- aggregate and write --------------------------------------------------------------------
     metrics = _metrics(cfg, samples, metric_names, judged="judge" in extra)
     usage = _usage(pipe, judge_llm, getattr(paraphraser, "lab_llm", None) if judge is not None else None)
+    record(opts.cache_root, usage, len(questions.rows), {role: (plan, jp) for role, plan, jp in (
+        ("generation", plans.generation, None), ("query", plans.query, None),
+        ("judge", judge.llm if judge else None, judge)) if plan is not None})
     timer["total_s"] = time.perf_counter() - t_start
     results = _results(cfg, opts, started, questions, pipe, _models(cfg, plans, judge, pipe), metrics, extra,
                        {**pipe.counters(), **query_counters}, usage, timer)
     return write_run(results, samples, cfg, opts.reports_root)
+
+
+def plan_lines(cfg: ExperimentConfig, plans: ModelPlans, judge: JudgePlan | None, questions: "Questions",
+               opts: RunOptions) -> list[str]:
+    """What a run of ``cfg`` will ask of its LLMs, and how long that takes here (:mod:`lab.eval.estimate`)."""
+    n = len(questions.rows)
+    lines = describe(estimate(cfg, n, plans.generation, plans.query, judge, opts.cache_root), n)
+    if cfg.generation is not None or judge is not None:
+        lines.append("  cheaper first: --retrieval-only (no LLM call), or --limit 10 (a stratified sample)")
+    return lines
+
+
+def dry_run(cfg: ExperimentConfig, opts: RunOptions) -> list[str]:
+    """Start-up only (models resolved, eval set and knowledge base checked): the plan a run of
+    ``cfg`` would follow, and nothing run or written."""
+    plans = resolve_models(cfg, opts.project_root)
+    judge = resolve_judge(cfg.judge, opts.project_root)
+    questions = _questions(cfg, opts.project_root)
+    corpus = load_corpus(cfg, opts.project_root)
+    check_references(questions.eval_set, {d.metadata["source"]: d.text for d in corpus.documents})
+    return [f"{cfg.name}: {len(corpus.documents)} documents, eval set {questions.eval_path}",
+            *plan_lines(cfg, plans, judge, questions, opts), "dry run: nothing was run or written"]
 
 
 @dataclass

@@ -22,7 +22,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from lab.evalsets.evalset import EvalRow, Reference, same_text
-from lab.evalsets.excerpts import NEAR_DUPLICATE, locate, near_duplicate_pairs, size_problem
+from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, locate, names_a_file, near_duplicate_pairs,
+                                   short_span, size_problem)
 from lab.evalsets.twins import find_twins
 from lab.metrics.aggregate import SMALL_CATEGORY
 from lab.metrics.retrieval import folded
@@ -248,6 +249,18 @@ def _power(samples: Sequence[dict] | None, ids: set[str | None]) -> dict | None:
     }
 
 
+def _doubt(row: EvalRow) -> str | None:
+    """Why the generator would have rejected ``row`` today (:mod:`lab.evalsets.generate`'s rule
+    checks): a question naming a file or path, a span under 6 words, an answer its category
+    contradicts."""
+    refs = row.references or []
+    if (name := names_a_file(row.question, [r.source for r in refs])) is not None:
+        return f"the question names a file or path: {name}"
+    if (why := short_span([r.content for r in refs if r.content], row.reference_answer)) is not None:
+        return why
+    return contradicts_category(row.category, row.reference_answer)
+
+
 def _problems(f: dict) -> list[str]:
     """The findings in words, worst first: what makes scores wrong before what makes them weak."""
     s, d, k, c, sup = f["spans"], f["duplicates"], f["keywords"], f["coverage"], f["support"]
@@ -265,6 +278,8 @@ def _problems(f: dict) -> list[str]:
         (len(small), f"categories under {c['small_category']} questions: {{}} ({', '.join(small)})"),
         (sup.get("n_failed", 0), "support checks that failed (no verdict): {}"),
         (f["size"]["n_rows"], "trivial or over-long rows (the generator's size filter): {}"),
+        (f.get("checks", {}).get("n_rows", 0), "rows the generator's checks doubt (a file named, a short span, "
+                                               "a category the answer contradicts): {}"),
         (k["n_without"], "rows without keywords (keyword metrics n/a): {}"),
     ]
     return [what.replace("{}", str(n), 1) for n, what in said if n]  # not format: names may hold braces
@@ -290,6 +305,7 @@ def audit_eval_set(rows: Sequence[EvalRow], documents: dict[str, str], *, source
         "keywords": _keywords(rows, docs, common_share),
         "support": _support(rows, support),
         "size": _listed(rows=[_item(r, why) for r in rows if (why := size_problem(r.question, r.reference_answer))]),
+        "checks": _listed(rows=[_item(r, why) for r in rows if (why := _doubt(r))]),
         "power": _power(run_samples, {r.id for r in rows}),
     }
     f["summary"] = {

@@ -178,6 +178,53 @@ def size_problem(question: str, answer: str) -> str | None:
     return None
 
 
+#: A span shorter than this (in words) cannot hold a question's answer with its context.
+MIN_SPAN_WORDS = 6
+_FILE = re.compile(r"\b[\w\-]+\.(?:md|markdown|txt|pdf|docx?|html?|json|jsonl|csv|tsv|ya?ml|rst|xlsx?|pptx?)\b"
+                   r"|(?:\b[\w\-]+/){1,}[\w\-]+\.\w{1,5}\b", re.I)
+_NUMBER = re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
+                     r"fifty|hundred|thousand|million|billion|half|double|twice|dozen)\b", re.I)
+_WHEN = re.compile(rf"\b(?:1[89]|20)\d\d\b|\b(?:{_MONTHS})\b|\b\d+\s*(?:days?|weeks?|months?|years?|hours?|"
+                   r"quarters?)\b|\b(?:annual|annually|monthly|weekly|daily|quarterly|yearly)\b", re.I)
+
+
+def names_a_file(question: str, sources: Sequence[str] = ()) -> str | None:
+    """A file name or path in the question (``products/carllm.md``, ``report.pdf``, or the
+    name of one of ``sources``): the user asks about the content, never about the file it sits in."""
+    m = _FILE.search(question)
+    if m:
+        return m.group(0)
+    low = question.lower()
+    for source in sources:  # "products/carllm" without its extension
+        if "/" in source and source.lower().rsplit(".", 1)[0] in low:
+            return source
+    return None
+
+
+def short_span(spans: Sequence[str], answer: str, min_words: int = MIN_SPAN_WORDS) -> str | None:
+    """Golden spans too short to hold the answer: together under ``min_words`` words, and
+    missing a figure the answer states (or, for an answer without figures, simply that short).
+    Five words from a table cell that hold the answer's figure are enough; five that do not are not."""
+    n = sum(len(span.split()) for span in spans)
+    if not spans or n >= min_words:
+        return None
+    text = " ".join(spans)
+    missing = [f for f in re.findall(r"\d[\d,.]*\d|\d", answer) if f not in text]
+    if missing or not re.search(r"\d", answer):
+        return f"spans of {n} words in all, without {missing[0]!r}" if missing else f"spans of {n} words in all"
+    return None
+
+
+def contradicts_category(category: str, answer: str) -> str | None:
+    """Why the answer cannot belong to ``category``: a ``numerical`` answer without a number, a
+    ``temporal`` one without a date, year, month or period."""
+    if category == "numerical" and not _NUMBER.search(answer):
+        return "a numerical question whose answer holds no number"
+    if category == "temporal" and not _WHEN.search(answer):
+        return "a temporal question whose answer holds no date, year or period"
+    return None
+
+
 def near_duplicate_pairs(vectors: np.ndarray, threshold: float = NEAR_DUPLICATE) -> list[tuple[int, int, float]]:
     """Pairs (i, j, similarity), i < j, whose cosine similarity is at least ``threshold``."""
     if len(vectors) < 2:

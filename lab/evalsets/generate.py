@@ -13,7 +13,10 @@ How a question is made (one LLM call, then checks, cheapest first):
 3. Filters, each counted with examples: a question or reference answer holding text addressed
    to an evaluator or model (``injection``: an instruction, a verdict, a role marker;
    :func:`lab.metrics.injection.scan`), trivial or over-long items, vague questions ("this
-   contract", "the document"), questions that quote their own excerpt, near-duplicates of an accepted question (embedding cosine >= 0.92), and answers
+   contract", "the document"), questions that name a file or path (``names_file``), spans too
+   short to hold an answer (under 6 words, ``short_span``), answers their category contradicts
+   (a ``numerical`` answer with no number, a ``temporal`` one with no date or period:
+   ``category``), questions that quote their own excerpt, near-duplicates of an accepted question (embedding cosine >= 0.92), and answers
    the excerpts do not support (the yes/no check of :mod:`lab.evalsets.grounding`).
 4. Keywords: the figures, dates and names of the answer that the excerpts hold, the question
    does not, and at most 30% of the documents do (:func:`lab.evalsets.excerpts.derive_keywords`).
@@ -42,7 +45,8 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from lab.evalsets.excerpts import NEAR_DUPLICATE, derive_keywords, folded_text, locate, quotes_own_answer, size_problem, vague
+from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, derive_keywords, folded_text, locate,
+                                   names_a_file, quotes_own_answer, short_span, size_problem, vague)
 from lab.evalsets.grounding import supported
 from lab.metrics.injection import suspect_reasons
 from lab.errors import LabError
@@ -73,8 +77,8 @@ WINDOW_CHARS = 1500
 _FIGURE = re.compile(r"\d")
 _DATE = re.compile(r"\b(1[89]|20)\d\d\b")
 _WANTS = {"numerical": _FIGURE, "temporal": _DATE}
-REASONS = ("malformed", "injection", "excerpt_not_found", "size", "vague", "quotes_answer", "near_duplicate",
-           "unsupported", "check_failed")
+REASONS = ("malformed", "injection", "excerpt_not_found", "size", "vague", "names_file", "short_span", "category",
+           "quotes_answer", "near_duplicate", "unsupported", "check_failed")
 #: A keyword in more than this share of the documents is not one (it would be found anywhere).
 COMMON_SHARE = 0.3
 
@@ -206,9 +210,21 @@ def _check(task: dict, item: dict, docs: dict[str, str]) -> tuple[str | None, st
         return "size", why, refs
     if vague(item["question"]):
         return "vague", "the question leans on a document it does not name", refs
+    if (name := names_a_file(item["question"], [s for s, _ in task["parts"]])) is not None:
+        return "names_file", f"the question names a file or path: {name}", refs
+    if (why := short_span([r["content"] for r in refs], item["answer"])) is not None:
+        return "short_span", why, refs
+    if (why := contradicts_category(task["category"], item["answer"])) is not None:
+        return "category", why, refs
     if quotes_own_answer(item["question"], [r["content"] for r in refs]):
         return "quotes_answer", "the question repeats 8+ words of its excerpt", refs
     return None, "", refs
+
+
+def _tally(tried: Counter, rejected: dict[str, list]) -> str:
+    """The progress note: candidates tried so far and rejections by reason."""
+    rej = ", ".join(f"{r} {len(v)}" for r, v in rejected.items() if v)
+    return f"{sum(tried.values())} candidates tried, rejected: {rej or 'none'}"
 
 
 def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[list[str]], np.ndarray],
@@ -262,6 +278,7 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
             if reason is not None:
                 rejected[reason].append({"category": category, "sources": sources, "detail": detail,
                                          "question": item.get("question"), "answer": item.get("answer")})
+                ticker.note(_tally(tried, rejected))
                 continue
             vectors.append(vec)
             keywords = derive_keywords(item["answer"], [r["content"] for r in refs], item["question"], common=common)
@@ -270,6 +287,7 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
             if keywords:
                 row["keywords"] = keywords
             accepted[category].append(row)
+            ticker.note(_tally(tried, rejected))
             ticker.update()
     rows = [r for c in quotas for r in accepted[c]]
     for i, r in enumerate(rows, start=1):

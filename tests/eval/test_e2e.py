@@ -71,6 +71,11 @@ def test_retrieval_only_skips_answers_and_the_judge(project):
     assert results["models"]["generation"] is None and "llm_usage" in results and results["llm_usage"] == {}
     assert "accuracy" not in results["metrics"]["overall"] and all(s.get("answer") is None for s in samples)
     assert not (project / "cache" / "llm.sqlite").exists()
+    # what to run next, and its cost, before any model has been measured here (the 2-core prior)
+    assert "6 questions, retrieval only: no LLM call" in p.stderr
+    assert p.stdout.splitlines()[-1] == ("next: lab run small --limit 10 answers and judges a stratified sample of 10 "
+                                         "questions (40 LLM calls, about 4 min 53 s here); --dry-run says what the "
+                                         "whole set costs")
 
 
 def test_a_cold_run_piped_to_a_file_prints_no_expected_warnings(project):

@@ -87,6 +87,18 @@ def test_answers_judgements_and_calibration_land_on_disk(judged):
     assert "judge calibration: reference-as-answer" in proc.stdout and "generation LLM: 6 calls" in proc.stdout
 
 
+def test_the_run_measured_this_machine_and_said_the_cost_before_its_first_call(judged):
+    project, run, _, first, second, _ = judged
+    results, _ = load(run)
+    u = results["llm_usage"]["generation"]
+    stored = json.loads((project / "cache" / "throughput.json").read_text())
+    assert stored["generation|llama_cpp|smollm2-135m-instruct"] == {
+        "s_per_call": round(u["seconds"] / u["calls"], 3), "calls_per_question": 1.0}
+    # the first run estimated from the prior; the second from what the first measured
+    assert "generation smollm2-135m-instruct: ~6 calls, about 1 min 44 s (2-core prior)" in first.stderr
+    assert "generation smollm2-135m-instruct: ~6 calls" in second.stderr and "(measured here)" in second.stderr
+
+
 def test_no_run_reached_for_the_network(judged):
     project = judged[0]
     assert (project / "cache" / "llm.sqlite").is_file()  # the guard was there while models ran

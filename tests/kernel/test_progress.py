@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from lab import progress as progress_mod
-from lab.progress import Ticker, _duration, progress
+from lab.progress import Ticker, duration, progress
 
 
 class Clock:
@@ -72,4 +72,4 @@ def test_progress_counts_an_item_when_the_next_is_asked_for(clock, caplog):
 
 @pytest.mark.parametrize("seconds,text", [(0.4, "0 s"), (59, "59 s"), (61, "1 min 01 s"), (3725, "1 h 02 min")])
 def test_durations(seconds, text):
-    assert _duration(seconds) == text
+    assert duration(seconds) == text

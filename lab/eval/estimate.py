@@ -1,0 +1,137 @@
+"""What a run will cost before its first model call: LLM calls per role, and the time they take
+on this machine.
+
+Every finished run records, per LLM role and model (and, for the judge, its method and prompt),
+how many calls a question took and how many seconds a computed call took, in
+``$LAB_CACHE/throughput.json`` (:func:`record`). The next run of that role and model is estimated
+from it (:func:`estimate`): questions x calls per question x seconds per call. Before anything was
+measured here, a local llama.cpp model is estimated from the figures measured on a 2-core machine
+(:data:`PRIOR`, docs/judge.md: 17.3 s an answer, 12.0 s a question judged in three calls); a
+remote model is counted in calls only. Cached calls cost nothing, so a repeated run is faster than
+its estimate: the estimate is an upper bound for a run whose calls are partly cached.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from lab.config import ExperimentConfig
+from lab.judge.rubric import JudgePlan
+from lab.models.resolve import LLMPlan
+from lab.paths import write_atomic
+from lab.progress import duration
+
+log = logging.getLogger(__name__)
+
+THROUGHPUT_FILE = "throughput.json"
+#: Seconds per computed call and calls per question of a local GGUF model on 2 CPU cores, before
+#: this machine has measured its own (Qwen2.5-Coder-1.5B Q4_K_M; docs/judge.md).
+#: ``testset`` is ``lab generate``'s writer: 77 s an accepted question, its support checks included.
+PRIOR = {"generation": (17.3, 1.0), "judge": (4.0, 3.0), "query": (2.0, 1.0), "testset": (25.7, 3.0)}
+#: Fewer computed calls than this do not replace an earlier measurement.
+MIN_CALLS = 3
+
+
+@dataclass(frozen=True)
+class RoleCost:
+    """One LLM role of a run: its model, the calls it will make and their time (None: unknown)."""
+
+    role: str
+    model: str
+    calls: int
+    seconds: float | None
+    source: str  # "measured here", "2-core prior", "no measurement (remote)"
+
+
+def role_key(plan: LLMPlan, judge: JudgePlan | None = None) -> str:
+    """The throughput file's key of a role: role, backend and model; the judge's method and prompt."""
+    key = f"{plan.role}|{plan.cfg.backend}|{plan.cfg.model}"
+    if judge is not None:
+        key += f"|{judge.cfg.method or 'rubric'}|{judge.cfg.prompt}"
+    return key
+
+
+def _load(cache_root: Path) -> dict:
+    path = cache_root / THROUGHPUT_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # none yet, or damaged: measured again by the next run
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _roles(cfg: ExperimentConfig, generation: LLMPlan | None, query: LLMPlan | None,
+           judge: JudgePlan | None) -> list[tuple[str, LLMPlan, JudgePlan | None]]:
+    out = []
+    if query is not None:
+        out.append(("query", query, None))
+    if generation is not None and cfg.generation is not None:
+        out.append(("generation", generation, None))
+    if judge is not None:
+        out.append(("judge", judge.llm, judge))
+    return out
+
+
+def role_cost(role: str, plan: LLMPlan, n_items: int, cache_root: Path, judge: JudgePlan | None = None,
+              known: dict | None = None) -> RoleCost:
+    """One role's calls and seconds for ``n_items`` questions (see the module docstring)."""
+    rec = (known if known is not None else _load(cache_root)).get(role_key(plan, judge))
+    if isinstance(rec, dict) and rec.get("s_per_call") is not None:
+        s_call, per_q, source = float(rec["s_per_call"]), float(rec["calls_per_question"]), "measured here"
+    elif plan.cfg.backend == "llama_cpp" and role in PRIOR:
+        (s_call, per_q), source = PRIOR[role], "2-core prior"
+    else:
+        s_call, per_q, source = None, PRIOR.get(role, (None, 1.0))[1], "no measurement yet"
+    calls = round(n_items * per_q)
+    return RoleCost(role, plan.cfg.model, calls, None if s_call is None else calls * s_call, source)
+
+
+def estimate(cfg: ExperimentConfig, n_questions: int, generation: LLMPlan | None, query: LLMPlan | None,
+             judge: JudgePlan | None, cache_root: Path) -> list[RoleCost]:
+    """Each LLM role of a run of ``n_questions``: calls and seconds (see the module docstring)."""
+    known = _load(cache_root)
+    return [role_cost(role, plan, n_questions, cache_root, jp, known)
+            for role, plan, jp in _roles(cfg, generation, query, judge)]
+
+
+def describe(costs: Iterable[RoleCost], n_questions: int, what: str = "questions") -> list[str]:
+    """The lines printed before the first call (and by ``--dry-run``)."""
+    costs = list(costs)
+    if not costs:
+        return [f"{n_questions} {what}, retrieval only: no LLM call"]
+    lines = [f"{n_questions} {what}; LLM calls (a call already cached takes no time):"]
+    for c in costs:
+        t = f"about {duration(c.seconds)}" if c.seconds is not None else "time unknown"
+        lines.append(f"  {c.role:<10} {c.model}: ~{c.calls} calls, {t} ({c.source})")
+    known = [c.seconds for c in costs if c.seconds is not None]
+    if known:
+        where = "on this machine" if all(c.source == "measured here" for c in costs) else \
+            "(from the 2-core prior where this machine has no measurement yet; a run measures it)"
+        lines.append(f"  estimated total: about {duration(sum(known))} {where}")
+    return lines
+
+
+def record(cache_root: Path, usage: dict[str, dict], n_questions: int, plans: dict[str, tuple[LLMPlan, Any]]) -> None:
+    """Store what this run measured: per role in ``plans`` (role -> (plan, judge plan or None)),
+    seconds per computed call and calls per question, from its ``llm_usage`` counters. Roles with
+    fewer than :data:`MIN_CALLS` computed calls keep their earlier figures."""
+    if n_questions < 1:
+        return
+    known = _load(cache_root)
+    changed = False
+    for role, (plan, jp) in plans.items():
+        u = usage.get(role)
+        if not u or u.get("calls", 0) < MIN_CALLS or not u.get("seconds"):
+            continue
+        known[role_key(plan, jp)] = {"s_per_call": round(u["seconds"] / u["calls"], 3),
+                                    "calls_per_question": round((u["calls"] + u.get("cached", 0)) / n_questions, 3)}
+        changed = True
+    if changed:
+        try:
+            write_atomic(cache_root / THROUGHPUT_FILE, json.dumps(known, indent=1, sort_keys=True))
+        except OSError as exc:  # an estimate is a courtesy: a read-only cache must not fail the run
+            log.warning("could not store the measured LLM throughput in %s: %s", cache_root / THROUGHPUT_FILE, exc)

@@ -1,0 +1,92 @@
+"""The cost of a run before its first model call: calls per role and their time, from the 2-core
+prior until a run has measured this machine, then from what it measured."""
+
+from __future__ import annotations
+
+import json
+
+from lab.config import LLMConfig, load_experiment
+from lab.eval.estimate import THROUGHPUT_FILE, describe, estimate, record, role_key
+from lab.judge.rubric import resolve_judge
+from lab.models.resolve import LLMPlan
+
+
+def plans(project):
+    cfg = load_experiment("small", project / "experiments")
+    judge = resolve_judge(cfg.judge, project)
+    gen = LLMPlan(cfg.generation.llm, "generation", "x.gguf", "fp")
+    return cfg, gen, judge
+
+
+def test_before_any_measurement_a_local_model_is_estimated_from_the_2_core_prior(project, tmp_path):
+    cfg, gen, judge = plans(project)
+    costs = estimate(cfg, 20, gen, None, judge, tmp_path)
+    assert [(c.role, c.calls, c.source) for c in costs] == [("generation", 20, "2-core prior"),
+                                                              ("judge", 60, "2-core prior")]
+    assert costs[0].seconds == 20 * 17.3 and costs[1].seconds == 60 * 4.0  # 346 s + 240 s
+    lines = describe(costs, 20)
+    assert lines[0] == "20 questions; LLM calls (a call already cached takes no time):"
+    assert lines[1] == "  generation smollm2-135m-instruct: ~20 calls, about 5 min 46 s (2-core prior)"
+    assert lines[2] == "  judge      smollm2-135m-instruct: ~60 calls, about 4 min 00 s (2-core prior)"
+    assert lines[3].startswith("  estimated total: about 9 min 46 s (from the 2-core prior")
+
+
+def test_a_finished_run_replaces_the_prior_with_what_it_measured(project, tmp_path):
+    cfg, gen, judge = plans(project)
+    usage = {"generation": {"calls": 8, "cached": 2, "seconds": 16.0},  # 2 s a call, 10 calls for 10 questions
+             "judge": {"calls": 24, "cached": 6, "seconds": 12.0}}     # 0.5 s a call, 3 calls a question
+    record(tmp_path, usage, 10, {"generation": (gen, None), "judge": (judge.llm, judge)})
+    stored = json.loads((tmp_path / THROUGHPUT_FILE).read_text())
+    assert stored[role_key(gen)] == {"s_per_call": 2.0, "calls_per_question": 1.0}
+    assert stored[role_key(judge.llm, judge)] == {"s_per_call": 0.5, "calls_per_question": 3.0}
+    assert role_key(judge.llm, judge) == "judge|llama_cpp|smollm2-135m-instruct|rubric-expected|judge-v1"  # the default method
+    costs = estimate(cfg, 50, gen, None, judge, tmp_path)
+    assert [(c.calls, c.seconds, c.source) for c in costs] == [(50, 100.0, "measured here"),
+                                                               (150, 75.0, "measured here")]
+    assert describe(costs, 50)[-1] == "  estimated total: about 2 min 55 s on this machine"
+
+
+def test_a_few_calls_do_not_replace_a_measurement_and_a_damaged_file_is_measured_again(project, tmp_path):
+    cfg, gen, judge = plans(project)
+    record(tmp_path, {"generation": {"calls": 2, "cached": 0, "seconds": 100.0}}, 2, {"generation": (gen, None)})
+    assert not (tmp_path / THROUGHPUT_FILE).exists()
+    (tmp_path / THROUGHPUT_FILE).write_text("{not json")
+    assert estimate(cfg, 1, gen, None, None, tmp_path)[0].source == "2-core prior"
+
+
+def test_a_remote_model_is_counted_in_calls_with_its_time_unknown(project, tmp_path):
+    cfg, _, _ = plans(project)
+    remote = LLMPlan(LLMConfig(backend="openai", model="gpt-4.1-nano"), "generation", "gpt-4.1-nano", "fp")
+    (cost,) = estimate(cfg, 7, remote, None, None, tmp_path)
+    assert (cost.calls, cost.seconds, cost.source) == (7, None, "no measurement yet")
+    assert describe([cost], 7)[1] == "  generation gpt-4.1-nano: ~7 calls, time unknown (no measurement yet)"
+
+
+def test_retrieval_only_makes_no_call():
+    assert describe([], 121) == ["121 questions, retrieval only: no LLM call"]
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(cli, project):
+    code, out, err = cli("run", "small", "--dry-run", "--limit", "4", "--experiments", project / "experiments",
+                         "--reports", project / "reports", "--cache", project / "cache")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("small[") or lines[0].startswith("small: ")
+    assert "4 questions; LLM calls (a call already cached takes no time):" in lines
+    assert "  generation smollm2-135m-instruct: ~4 calls, about 1 min 09 s (2-core prior)" in lines
+    assert lines[-1] == "dry run: nothing was run or written"
+    assert not (project / "reports").exists()
+    code, out, _ = cli("run", "small", "--dry-run", "--retrieval-only", "--experiments", project / "experiments",
+                       "--reports", project / "reports", "--cache", project / "cache")
+    assert code == 0 and out.splitlines()[1].endswith("questions, retrieval only: no LLM call")
+
+
+def test_generate_dry_run_estimates_before_loading_any_model(cli, project):
+    code, out, err = cli("generate", "--kb", project / "kb", "--out", project / "new.jsonl", "--n", "10",
+                         "--llm", "smollm2-135m-instruct", "--dry-run", "--cache", project / "cache",
+                         "--experiments", project / "experiments")
+    assert code == 0, err
+    assert out.splitlines()[:2] == [
+        "10 accepted questions wanted; LLM calls (a call already cached takes no time):",
+        "  testset    smollm2-135m-instruct: ~30 calls, about 12 min 51 s (2-core prior)"]
+    assert not (project / "new.jsonl").exists()

@@ -1,0 +1,70 @@
+"""The generator's rule-based rejections: questions naming a file, spans too short to hold an
+answer, answers their category contradicts; each a reason in the sidecar."""
+
+from __future__ import annotations
+
+import pytest
+
+from lab.evalsets.excerpts import contradicts_category, names_a_file, short_span
+from lab.evalsets.generate import REASONS, _check
+
+
+@pytest.mark.parametrize("question, sources, named", [
+    ("What does products/carllm.md say about roadside assistance?", (), "products/carllm.md"),
+    ("Which tier is described in pricing.pdf?", (), "pricing.pdf"),
+    ("What does employees/avery_lancaster say about her start date?", ("employees/avery_lancaster.md",),
+     "employees/avery_lancaster.md"),
+    # the content, asked without the file
+    ("When did Avery Lancaster join Insurellm?", ("employees/avery_lancaster.md",), None),
+    ("Does Carllm cover theft and/or fire damage?", (), None),  # "and/or" is not a path
+    ("What is the price of version 2.5 of the plan?", (), None),
+])
+def test_a_question_naming_a_file_or_path(question, sources, named):
+    assert names_a_file(question, sources) == named
+
+
+@pytest.mark.parametrize("spans, answer, why", [
+    (["Roadside assistance included."], "Yes, roadside assistance.", "spans of 3 words in all"),
+    (["Five words are too few."], "It costs $120 a month.", "spans of 5 words in all, without '120'"),
+    # five words that hold the answer's figure are enough
+    (["Her three contracts total $843,260."], "$843,260 in all.", None),
+    (["Carllm Premium costs $120", "per month."], "$120 a month.", None),  # 6 words in two spans
+    (["Carllm Premium costs $120 per month for each insured vehicle."], "$99.", None),  # 10 words
+])
+def test_spans_too_short_to_hold_the_answer(spans, answer, why):
+    assert short_span(spans, answer) == why
+
+
+@pytest.mark.parametrize("category, answer, why", [
+    ("numerical", "The premium tier.", "a numerical question whose answer holds no number"),
+    ("numerical", "$120 per month.", None),
+    ("numerical", "Twelve agents.", None),
+    ("temporal", "At the head office.", "a temporal question whose answer holds no date, year or period"),
+    ("temporal", "In March.", None),
+    ("temporal", "It lasts 18 months.", None),
+    ("temporal", "In 2019.", None),
+    ("direct_fact", "At the head office.", None),
+])
+def test_an_answer_its_category_contradicts(category, answer, why):
+    assert contradicts_category(category, answer) == why
+
+
+DOC = ("Carllm Premium costs $120 per month for each insured vehicle and includes roadside assistance "
+       "across the country.")
+
+
+@pytest.mark.parametrize("category, item, reason", [
+    ("direct_fact", {"question": "What does products/carllm.md include for each vehicle?",
+                     "answer": "Roadside assistance.", "excerpt": DOC}, "names_file"),
+    ("numerical", {"question": "What does Carllm Premium include for each vehicle?",
+                   "answer": "Roadside assistance.", "excerpt": "includes roadside assistance"}, "short_span"),
+    ("numerical", {"question": "What does Carllm Premium include for each vehicle?",
+                   "answer": "Roadside assistance.", "excerpt": DOC}, "category"),
+    ("numerical", {"question": "How much does Carllm Premium cost for each vehicle?",
+                   "answer": "$120 per month.", "excerpt": DOC}, None),
+])
+def test_the_checks_reject_with_their_reason(category, item, reason):
+    task = {"category": category, "parts": [("products/carllm.md", (0, len(DOC)))]}
+    got, _, _ = _check(task, item, {"products/carllm.md": DOC})
+    assert got == reason
+    assert reason is None or reason in REASONS
