@@ -27,6 +27,7 @@ ACC_B = [4, 4, 4, 4, 2, 5, 4, 4, 3, 5, 2, 4, 4, 4, 1]
 
 
 def _judgement(acc):
+    """judge-v1's judgement of every dimension at ``acc`` (None: a failed judgement)."""
     if acc is None:
         return {"status": "failed", "accuracy": None, "completeness": None, "relevance": None,
                 "error": "judge output is not valid JSON", "raw": "{not json <b>", "attempts": 3}
@@ -35,7 +36,10 @@ def _judgement(acc):
             "completion_tokens": 50, "prompt_version": "judge-v1"}
 
 
-def _sample(i: int, mrr: float, acc, tag: str) -> dict:
+def _sample(i: int, mrr: float, acc, tag: str, ref=5, extra: dict | None = None) -> dict:
+    """Question ``i``: its MRR (nDCG the same, coverage 1 where MRR > 0, else 0.5), judge scores
+    ``acc``, the reference answer judged as the answer at ``ref`` (None: that calibration failed)
+    and ``extra`` metrics (span recall, IoU)."""
     qid = f"q{i + 1:02d}"
     question = HTML_QUESTION if i == 0 else f"What does policy {i + 1} cover?"
     text = SCRIPT_CHUNK if i == 0 else f"Policy {i + 1} covers item {i + 1}. Run {tag}."
@@ -54,7 +58,7 @@ def _sample(i: int, mrr: float, acc, tag: str) -> dict:
         "metrics": {"mrr": mrr, "ndcg": mrr, "coverage": 1.0 if mrr else 0.5, "context_chars": len(text),
                     "answer_chars": len(answer_text), "sent_context_chars": len(text),
                     "accuracy": judgement["accuracy"], "completeness": judgement["completeness"],
-                    "relevance": judgement["relevance"], "judge_failed": int(acc is None)},
+                    "relevance": judgement["relevance"], "judge_failed": int(acc is None), **(extra or {})},
         "retrieved": [chunk],
         "first_stage": None,
         "timings": {"retrieve_s": 0.001, "rerank_s": None, "generate_s": 1.5},
@@ -64,7 +68,7 @@ def _sample(i: int, mrr: float, acc, tag: str) -> dict:
                    "citations": [1], "cited_sources": [f"doc{i + 1}.md"], "refused": False, "prompt_tokens": 100,
                    "completion_tokens": 10, "seconds": 1.5, "finish_reason": "stop", "cached": False},
         "judgement": judgement,
-        "calibration": {"reference": _judgement(5), "mismatched": _judgement(1), "mismatched_id": "q02"},
+        "calibration": {"reference": _judgement(ref), "mismatched": _judgement(1), "mismatched_id": "q02"},
     }
 
 
@@ -72,6 +76,7 @@ def results_for(name: str, run_id: str, samples: list[dict], thresholds: dict | 
                 eval_sha: str = "e" * 64) -> dict:
     metric_names = ["mrr", "ndcg", "coverage", "context_chars", "answer_chars", "sent_context_chars",
                     "accuracy", "completeness", "relevance"]
+    metric_names += [m for m in SPAN_METRICS if any(m in s["metrics"] for s in samples)]
     rows = [{"category": s["category"], **s["metrics"]} for s in samples]
     per_cat = by_category(rows, metric_names, ["direct_fact", "temporal"])
     for cat, row in per_cat.items():
@@ -113,16 +118,39 @@ def results_for(name: str, run_id: str, samples: list[dict], thresholds: dict | 
     }
 
 
-def write_run(root: Path, name: str, run_id: str, mrr: list, acc: list, tag: str, **kw) -> Path:
-    samples = [_sample(i, m, a, tag) for i, (m, a) in enumerate(zip(mrr, acc))]
+def write_run(root: Path, name: str, run_id: str, mrr: list, acc: list, tag: str, refs: list | None = None,
+              spans: dict[str, list] | None = None, gate: dict | None = None, **kw) -> Path:
+    """A run of ``len(mrr)`` questions (see :func:`_sample`): ``refs`` the reference answers' judged
+    scores (5 each by default), ``spans`` per-question span metrics ({name: values}), ``gate`` the
+    stored config's ``gate.metrics``."""
+    refs = refs or [5] * len(mrr)
+    samples = [_sample(i, m, a, tag, r, {k: v[i] for k, v in (spans or {}).items()})
+               for i, (m, a, r) in enumerate(zip(mrr, acc, refs))]
     folder = root / name / run_id
     folder.mkdir(parents=True)
-    (folder / "results.json").write_text(json.dumps(results_for(name, run_id, samples, **kw)), encoding="utf-8")
+    results = results_for(name, run_id, samples, **kw)
+    if gate:
+        results["config"]["gate"] = {"baseline": None, "metrics": gate, "alpha": 0.05}
+    (folder / "results.json").write_text(json.dumps(results), encoding="utf-8")
     with open(folder / "samples.jsonl", "w", encoding="utf-8") as fh:
         for s in samples:
             fh.write(json.dumps(s) + "\n")
     (root / name / "LATEST").write_text(run_id + "\n")
     return folder
+
+
+#: Span recall and IoU of two runs whose keyword and judge metrics are the same (MRR_A, ACC_A):
+#: B's recall gains 0.5 on q01-q10 (deltas: ten 0.5, five 0: mean 1/3, sd sqrt(30/36/14), so
+#: 1.37 sd), its IoU 0.25 on q01-q12 (twelve 0.25, three 0: mean 0.2, sd sqrt(0.15/14): 1.93 sd).
+SPAN_METRICS = ("span_recall", "span_iou")
+SPANS_A = {"span_recall": [0.5] * 15, "span_iou": [0.25] * 15}
+SPANS_B = {"span_recall": [1.0] * 10 + [0.5] * 5, "span_iou": [0.5] * 12 + [0.25] * 3}
+
+
+def write_span_pair(root: Path) -> tuple[Path, Path]:
+    """Runs ``spans-a`` and ``spans-b``: only span recall and IoU differ."""
+    return (write_run(root, "spans-a", "20261126-100000", MRR_A, ACC_A, "A", spans=SPANS_A),
+            write_run(root, "spans-b", "20261126-110000", MRR_A, ACC_A, "A", spans=SPANS_B))
 
 
 def write_pair(root: Path, **kw) -> tuple[Path, Path]:
@@ -149,3 +177,17 @@ LABELS = {
 # kappa = 1 - 7/23 = 16/23. direct_fact (q01-q04, q11): [[1,1,0],[0,1,1],[0,0,1]], rows 2 2 1, cols 1 2 2:
 # observed 1, chance (0.5*2*2 + 1*2*2 + 0.5*2*1 + 0.5*2*2 + 1*1*1 + 0.5*1*2) / 5 = 11/5: kappa 6/11.
 KAPPA, KAPPA_DIRECT = 16 / 23, 6 / 11
+
+
+#: A judge with float scores whose reference answers score under 5: each answer's accuracy (every
+#: dimension alike) and the judge's score of the same question's reference answer (None: that
+#: calibration failed, q07). Against the reference: q01 0.41 under (amber; red on the fixed
+#: thresholds), q02 level, q03 0.22 under, q04 1 under, q06 above, q07 against the run's mean
+#: 64.28 / 14 = 4.59 (0.59 under), q08 0.75 under (amber, the edge), q09 0.25 under (green, the edge).
+ACC_SCALED = [3.91, 4, 4.1, 3, None, 5, 4, 3.57, 4.07, 5, 1, 4, 4, 3, 1]
+REFS_SCALED = [4.32, 4, 4.32, 4, 5, 4, None, 4.32, 4.32, 5, 5, 5, 5, 5, 5]
+
+
+def write_scaled_run(root: Path, **kw) -> Path:
+    """Run ``scaled``: :data:`ACC_SCALED` judged, the references at :data:`REFS_SCALED`."""
+    return write_run(root, "scaled", "20261126-120000", MRR_A, ACC_SCALED, "A", refs=REFS_SCALED, **kw)

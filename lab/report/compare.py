@@ -3,9 +3,13 @@
 - :func:`warnings` names every difference that makes a delta misleading: another eval set or
   sample, another metric k, another judge (model, prompt or parameters) for the answer scores,
   or the same experiment name run with a different resolved config.
-- :func:`table` is the terminal view; :func:`render_compare` writes ``compare.html`` (the
-  story, per-category tables, paired statistics of adjacent runs, per-question movers) and the
-  per-question exports. Nothing here loads a model.
+- :func:`table` is the terminal view; :func:`render_compare` writes ``compare.html`` (what moved
+  in three lines, the story, per-category tables, paired statistics of adjacent runs,
+  per-question movers) and the per-question exports. Nothing here loads a model.
+- The charts and movers follow what moved (:func:`lab.report.pairs.charted`,
+  :func:`lab.report.pairs.mover_metrics`): the metrics found real, else those that moved most, and
+  the runs' own chosen metrics; the catalogue's ``compare_chart`` and ``movers`` views when
+  nothing moved at all.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from lab.paths import check_output, inside, write_atomic
 from lab.report.export import FILES as EXPORT_FILES, write_exports
 from lab.report.html import NEAR_GOAL, environment, judge_checks_view, judge_method
 from lab.report.latest import choose_run
-from lab.report.pairs import adjust, direction, pair_rows, pval
+from lab.report.pairs import (adjust, charted, chosen_metrics, decision, direction, mover_metrics, pair_rows,
+                              pval)
 from lab.report.pairs import lines as pair_lines
 from lab.runfiles import load_run
 from lab.stats.paired import bootstrap_ci
@@ -107,17 +112,21 @@ def table(runs: list[dict]) -> list[str]:
 
 def paired_lines(runs: list[Run]) -> list[str]:
     """The terminal's paired statistics: one line per quality metric and adjacent pair (adjusted
-    as on the page: see :mod:`lab.report.pairs`), the categories found real, and the method."""
+    as on the page: see :mod:`lab.report.pairs`), the categories found real, and the method;
+    then the page's three-line summary (:func:`lab.report.pairs.decision`)."""
     pairs, method = paired_view(runs)
-    return pair_lines(pairs, method)
+    return pair_lines(pairs, method) + [f"{x['head']}: {x['text']}" for x in decision(pairs, method)]
 
 
 # ---------------------------------------------------------------------------------------------
 # The HTML comparison
 
 PALETTE = ("#4c6ef5", "#e8590c", "#2b8a3e", "#ae3ec9", "#1098ad", "#f08c00", "#c2255c", "#5c940d")
+#: The movers' metrics when no metric moved (and the runs choose none): the catalogue's "movers".
 MOVER_METRICS = catalog.names("movers")
 N_MOVERS = 5
+#: Per-question values each mover's side shows beside its own metric, when the question has them.
+SIDE_METRICS = ("span_recall",)
 
 
 @dataclass
@@ -224,17 +233,21 @@ def compare_view(runs: list[Run]) -> dict:
         per_category.append({"metric": m, "rows": rows})
 
     pairs, method = paired_view(runs)
+    chosen = chosen_metrics(r.results for r in runs)
     for p, (a, b) in zip(pairs, zip(runs, runs[1:])):
-        p["movers"] = movers(a, b)
+        p["movers"] = movers(a, b, mover_metrics(p, chosen, [m for m in MOVER_METRICS if m in present]))
+    shown, why = charted(pairs, chosen, [m for m in catalog.names("compare_chart") if m in present])
     return {
         "runs": runs,
+        "decision": decision(pairs, method),
         "story": story,
         "categories": categories,
         "per_category": per_category,
         "pairs": pairs,
         "method": method,
-        "charts": [_story_chart(m, story, runs) for m in catalog.names("compare_chart") if m in present],
-        "category_charts": [_category_chart(m, categories, runs) for m in MOVER_METRICS if m in present],
+        "charts": [_story_chart(m, story, runs) for m in shown],
+        "charted": why,
+        "category_charts": [_category_chart(m, categories, runs) for m in shown],
         "warnings": warnings([r.results for r in runs]),
         "judge_checks": judge_checks_compare(runs),
         "colours": {r.label: PALETTE[i % len(PALETTE)] for i, r in enumerate(runs)},
@@ -272,10 +285,11 @@ def _chunk_view(chunk: dict, keywords: list[str]) -> dict:
             "cut": len(text) > 600}
 
 
-def movers(a: Run, b: Run) -> list[dict]:
-    """Per metric, the questions that gained and lost most from A to B, with what each retrieved."""
+def movers(a: Run, b: Run, metrics: dict[str, str]) -> list[dict]:
+    """Per metric of ``metrics`` (metric -> why it is shown), the questions that gained and lost
+    most from A to B, with what each retrieved."""
     out = []
-    for m in MOVER_METRICS:
+    for m, why in metrics.items():
         va, vb = a.values(m), b.values(m)
         deltas = sorted(((vb[q] - va[q], q) for q in va if q in vb), key=lambda t: (t[0], t[1]))
         if not deltas:
@@ -284,6 +298,8 @@ def movers(a: Run, b: Run) -> list[dict]:
         def side(run: Run, q: str) -> dict:
             s = run.by_id[q]
             return {"value": s["metrics"].get(m), "keyword_ranks": s.get("keyword_ranks") or {},
+                    "also": {x: s["metrics"][x] for x in SIDE_METRICS
+                             if x != m and isinstance(s["metrics"].get(x), (int, float))},
                     "retrieved": [_chunk_view(c, s.get("keywords") or []) for c in s.get("retrieved") or []],
                     "answer": (s.get("answer") or {}).get("text"), "judgement": s.get("judgement")}
 
@@ -294,7 +310,7 @@ def movers(a: Run, b: Run) -> list[dict]:
 
         gained = [item(d, q) for d, q in sorted(deltas, key=lambda t: (-t[0], t[1])) if d > 0][:N_MOVERS]
         lost = [item(d, q) for d, q in deltas if d < 0][:N_MOVERS]
-        out.append({"metric": m, "gained": gained, "lost": lost,
+        out.append({"metric": m, "why": why, "gained": gained, "lost": lost,
                     "n_up": sum(d > 0 for d, _ in deltas), "n_down": sum(d < 0 for d, _ in deltas),
                     "n_same": sum(d == 0 for d, _ in deltas)})
     return out

@@ -3,11 +3,17 @@
 The page is one self-contained file: styles, the table script and the charts (inline SVG) are
 in it, so it opens from disk with no network. Every text from the knowledge base, the eval set
 or a model goes through Jinja's autoescaping.
+
+Colours: a metric's value against its thresholds (the catalogue's, or the config's
+``report.thresholds``), except the judge's scores of a calibrated run, read against the judge's
+own score of the reference answer (:class:`ReferenceScores`, :func:`relative_level`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from statistics import fmean
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
@@ -20,6 +26,8 @@ from lab.runfiles import load_run, values
 from lab.stats.paired import bootstrap_ci
 
 CHART_METRICS = catalog.names("chart")
+#: Question-table columns beyond the catalogue's "table" view, shown when the run's questions have them.
+EXTRA_TABLE = ("span_recall",)
 #: Question rows shown at once; more on request. A browser lays out every visible row of a table,
 #: and at 10,000 questions that alone took seconds per sort.
 PAGE_ROWS = 500
@@ -48,31 +56,45 @@ def level(metric: str, value: float | None) -> str:
 
 def run_view(results: dict, samples: list[dict]) -> dict:
     """What the page shows beyond the files' own fields: intervals, colours, filters."""
-    lv = make_level(thresholds(results))
+    own = ((results.get("config") or {}).get("report") or {}).get("thresholds") or {}
+    refs = ReferenceScores.of(results, samples)
+    lv = make_run_level(thresholds(results), refs, own)
+    # the judge scores read against the reference's (here the run's mean), but for a threshold the config sets
+    scaled = {m: refs.reference(m) for m in catalog.names(group="judge")
+              if refs and m in refs.run and m not in own}
     computed = results["metrics"]["overall"]
     metrics = [m for m in catalog.by_group() if m in computed]
     cards = [{"metric": m, "label": catalog.METRICS[m].label, "mean": computed[m]["mean"], "n": computed[m]["n"],
-              "ci": bootstrap_ci(values(samples, m)), "level": lv(m, computed[m]["mean"])} for m in metrics]
+              "ci": bootstrap_ci(values(samples, m)), "level": lv(m, computed[m]["mean"]),
+              "reference": scaled.get(m)} for m in metrics]
     categories = []
     for cat, row in results["metrics"]["by_category"].items():
-        cells = {m: {"mean": row[m]["mean"], "n": row[m]["n"], "level": lv(m, row[m]["mean"]),
-                     "ci": bootstrap_ci(values(samples, m, cat))} for m in metrics if m in row}
+        cells = {m: {"mean": row[m]["mean"], "n": row[m]["n"], "level": lv(m, row[m]["mean"], category=cat),
+                     "ci": bootstrap_ci(values(samples, m, cat)),
+                     "reference": refs.reference(m, category=cat) if m in scaled else None}
+                 for m in metrics if m in row}
         categories.append({"name": cat, "n": row["n"], "small": row["n"] < SMALL_CATEGORY, "cells": cells,
                            "judge_failed": row.get("judge_failed", 0)})
-    table_metrics = [m for m in catalog.names("table") if m in computed]
+    table = catalog.names("table")
+    table_metrics = [m for m in catalog.names()
+                     if (m in table and m in computed) or (m in EXTRA_TABLE and values(samples, m))]
     return {
         "metrics": metrics,
         "cards": cards,
         "categories": categories,
-        "charts": [chart(m, categories, lv) for m in CHART_METRICS if m in computed],
+        "charts": [chart(m, categories) for m in CHART_METRICS if m in computed],
         "table_metrics": table_metrics,
         "small": SMALL_CATEGORY,
-        "thresholds": {m: t for m, t in thresholds(results).items() if m in computed},
+        "thresholds": {m: t for m, t in thresholds(results).items() if m in computed and m not in scaled},
+        "scaled": {m: r[0] for m, r in scaled.items()},
+        "level": lv,
+        "references": refs,
     }
 
 
-def chart(metric: str, categories: list[dict], lv) -> dict:
-    """A horizontal bar per category with its 95% interval as a whisker (drawn as inline SVG)."""
+def chart(metric: str, categories: list[dict]) -> dict:
+    """A horizontal bar per category with its 95% interval as a whisker (drawn as inline SVG),
+    coloured as the category's cell is."""
     top = catalog.top(metric)
     width = 330
     bars = []
@@ -84,10 +106,111 @@ def chart(metric: str, categories: list[dict], lv) -> dict:
             "y": 24 + 22 * i, "label": c["name"], "n": c["n"], "small": c["small"],
             "w": 0 if mean is None else width * mean / top,
             "lo": None if ci is None else width * ci[0] / top, "hi": None if ci is None else width * ci[1] / top,
-            "text": fmt(metric, mean), "colour": COLOURS[lv(metric, mean)],
+            "text": fmt(metric, mean), "colour": COLOURS[cell.get("level", "neutral")],
         })
     return {"metric": metric, "label": catalog.METRICS[metric].label, "width": width, "height": 34 + 22 * len(bars),
             "bars": bars}
+
+
+# ---------------------------------------------------------------------------------------------
+# Judge scores read against the judge's own scale: its score of the reference answer
+
+#: A judge score at most this far under the judge's score of the reference answer (or above it) is
+#: green ("good"), at most the second figure under it amber ("ok"), further under it red ("bad").
+NEAR_REFERENCE = (0.25, 0.75)
+
+
+def relative_level(value: float | None, reference: float | None) -> str:
+    """The colour class of a judge score against the judge's score of the reference answer: good
+    when ``reference - value <= 0.25``, ok when ``<= 0.75``, bad beyond (:data:`NEAR_REFERENCE`)."""
+    if value is None or reference is None:
+        return "neutral"
+    gap = reference - value - 1e-9  # 4.07 against 4.32 is within 0.25, whatever the floats say
+    return "good" if gap <= NEAR_REFERENCE[0] else "ok" if gap <= NEAR_REFERENCE[1] else "bad"
+
+
+def _mean(xs: list) -> float | None:
+    xs = [x for x in xs if isinstance(x, (int, float))]
+    return fmean(xs) if xs else None
+
+
+@dataclass
+class ReferenceScores:
+    """The judge's scores of the reference answers, each judged as if it were the answer (the
+    run's calibration), per judge dimension: per question (``calibration.reference`` where its
+    status is ok), per category (their mean) and for the run (``results.calibration``'s
+    ``reference_mean``, else the questions' mean)."""
+
+    by_id: dict[str, dict[str, float]]
+    by_category: dict[str, dict[str, float]]
+    run: dict[str, float]
+
+    @classmethod
+    def of(cls, results: dict, samples: list[dict]) -> "ReferenceScores | None":
+        """None for a run without calibration (an old run, or ``judge.calibration: false``)."""
+        dims = catalog.names(group="judge")
+        by_id: dict[str, dict[str, float]] = {}
+        cats: dict[str, list[dict]] = {}
+        for s in samples:
+            ref = (s.get("calibration") or {}).get("reference") or {}
+            if ref.get("status") == "ok":
+                by_id[s["id"]] = {d: ref[d] for d in dims if isinstance(ref.get(d), (int, float))}
+                cats.setdefault(s["category"], []).append(by_id[s["id"]])
+        summary, run = results.get("calibration") or {}, {}
+        for d in dims:
+            v = (summary.get(d) or {}).get("reference_mean")
+            v = _mean([x.get(d) for x in by_id.values()]) if v is None else v
+            if v is not None:
+                run[d] = v
+        if not run:
+            return None
+        by_category = {c: {d: v for d in dims if (v := _mean([x.get(d) for x in rows])) is not None}
+                       for c, rows in cats.items()}
+        return cls(by_id, by_category, run)
+
+    def reference(self, metric: str, qid: str | None = None, category: str | None = None) -> tuple[float, str] | None:
+        """(the reference's score, whose): question ``qid``'s ("question"), else ``category``'s mean
+        ("category"), else the run's ("run", or "fallback" where a question or category was asked
+        for); None for a metric that is not a judge score."""
+        for scores, whose in ((self.by_id.get(qid or ""), "question"),
+                              (self.by_category.get(category or ""), "category")):
+            if scores and metric in scores:
+                return scores[metric], whose
+        if metric not in self.run:
+            return None
+        return self.run[metric], "fallback" if qid or category else "run"
+
+
+def make_run_level(limits: dict[str, tuple[float, float]], refs: ReferenceScores | None, own: dict):
+    """The run page's colours: thresholds (:func:`make_level`), except a judge score with a
+    reference score to read it against (:func:`relative_level`) and no threshold in the config's
+    own ``report.thresholds`` (``own``)."""
+    plain = make_level(limits)
+
+    def run_level(metric: str, value: float | None, qid: str | None = None, category: str | None = None) -> str:
+        ref = refs.reference(metric, qid, category) if refs and metric not in own else None
+        return plain(metric, value) if ref is None else relative_level(value, ref[0])
+
+    return run_level
+
+
+def reference_text(ref: tuple[float, str]) -> str:
+    """A reference score as written: one question's as the judge wrote it, a mean with 2 decimals."""
+    return score_text(ref[0]) if ref[1] == "question" else f"{ref[0]:.2f}"
+
+
+def scale_rule() -> str:
+    """The colour rule of judge scores read against the reference's, in words."""
+    return (f"green when at most {NEAR_REFERENCE[0]:g} under it (or above), amber when at most "
+            f"{NEAR_REFERENCE[1]:g} under it, red further under")
+
+
+def reference_title(metric: str, ref: tuple[float, str]) -> str:
+    """The tooltip of a score coloured against the reference's: whose score it is, and the rule."""
+    whose = {"question": "this question's reference answer", "category": "this category's reference answers (mean)",
+             "run": "the run's reference answers (mean)",
+             "fallback": "the run's reference answers (mean; this one has no calibration)"}[ref[1]]
+    return f"the judge scored {whose} {reference_text(ref)} on {metric}: {scale_rule()}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,8 +381,9 @@ def render_run(run_dir: Path) -> Path:
     results, samples = load_run(run_dir)
     view = run_view(results, samples)
     html = environment().get_template("run.html").render(
-        r=results, samples=samples, v=view, level=make_level(thresholds(results)), failure_kinds=failure_kinds,
-        page_rows=PAGE_ROWS, checks=judge_checks_view(results),
+        r=results, samples=samples, v=view, level=view["level"], failure_kinds=failure_kinds,
+        page_rows=PAGE_ROWS, checks=judge_checks_view(results), reference_title=reference_title,
+        reference_text=reference_text, scale_rule=scale_rule(),
     )
     write_exports([(results, samples)], run_dir)
     out = run_dir / "report.html"

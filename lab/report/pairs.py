@@ -20,15 +20,28 @@ it is better, and keep their unadjusted p):
   difference the comparison could have detected at alpha 0.05 (``mde``). Adjustment makes that
   larger: ``mde_adjusted`` is the figure at alpha / (family size), the strictest threshold Holm
   applies, so an upper bound for the adjusted verdict's detectable difference.
+
+What moved, read from those rows (compare.html's top, its charts and movers, and the terminal):
+
+- :func:`decision`: three lines: the differences found real (quality metrics and their
+  categories, after adjustment), how many comparisons found none, and how many questions would
+  settle the largest undecided difference (:func:`lab.stats.power.needed_n` of its standardised
+  difference, at alpha / its family's size, Holm's strictest step).
+- :func:`standardized`: a comparison's mean delta over the sd of its deltas (Cohen's d_z), what
+  makes "moved most" comparable across metrics of different scales.
+- :func:`charted`: the metrics charted (those found real, else the largest standardised
+  differences, and always the runs' chosen metrics); :func:`mover_metrics`: a pair's movers'
+  metrics (the one that :func:`moved_most`, and the chosen ones).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Iterable
 
 from lab.metrics import catalog
 from lab.metrics.catalog import fmt_delta, higher_is_better
-from lab.stats.power import ALPHA, POWER, detectable, mde, mde_text
+from lab.stats.power import ALPHA, POWER, detectable, mde, mde_text, needed_n
 from lab.stats.paired import benjamini_hochberg, holm, paired, paired_deltas
 
 
@@ -161,3 +174,153 @@ def lines(pairs: list[dict], method: dict) -> list[str]:
     if out:
         out.append(method["text"])
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# What moved: the decision summary, the metrics charted, the movers' metric
+
+#: When no difference is found real, compare.html charts this many metrics: the largest
+#: standardised differences.
+N_UNDECIDED_CHARTS = 3
+
+
+def standardized(s: dict) -> float:
+    """|mean delta| / sd of the per-question deltas (Cohen's d_z): how far a comparison moved in
+    units of its own noise, comparable across metrics. 0 when nothing moved (or no question is
+    shared); inf when every question moved by the same non-zero amount (sd 0)."""
+    if not s.get("n") or s.get("delta") is None or abs(s["delta"]) < 1e-12:
+        return 0.0
+    return abs(s["delta"]) / s["sd"] if s.get("sd") else math.inf
+
+
+def _quality(pairs: list[dict]) -> list[tuple[dict, dict]]:
+    """(pair, row) of every quality metric compared on shared questions, in the pages' order."""
+    return [(p, r) for p in pairs for r in p["rows"] if higher_is_better(r["metric"]) and r["overall"]["n"]]
+
+
+def chosen_metrics(results: Iterable[dict]) -> list[str]:
+    """The metrics the runs themselves name: their stored configs' ``gate.metrics`` (what the
+    experiment is held to), in catalogue order; none for a run without a gate section."""
+    named = {m for r in results for m in ((((r.get("config") or {}).get("gate") or {}).get("metrics")) or {})}
+    return [m for m in catalog.names() if m in named]
+
+
+def charted(pairs: list[dict], chosen: Iterable[str] = (), unmoved: Iterable[str] = ()) -> tuple[list[str], str]:
+    """The quality metrics compare.html charts, in the pairs' row order, and why in words: each
+    found real in a pair (overall or in a category); when none is, the :data:`N_UNDECIDED_CHARTS`
+    with the largest :func:`standardized` difference (over the pairs; ties in row order); always
+    the ``chosen`` ones (:func:`chosen_metrics`); and, when nothing moved and nothing is chosen,
+    ``unmoved`` (the catalogue's defaults)."""
+    rows = _quality(pairs)
+    order = list(dict.fromkeys(r["metric"] for _, r in rows))
+    found = {r["metric"] for _, r in rows if any(s["real"] for s in [r["overall"]] + r["categories"])}
+    why = "the metrics with a detectable difference (overall or in a category)"
+    if not found:
+        d: dict[str, float] = {}
+        for _, r in rows:
+            d[r["metric"]] = max(d.get(r["metric"], 0.0), standardized(r["overall"]))
+        found = set(sorted((m for m in order if d[m] > 0), key=lambda m: -d[m])[:N_UNDECIDED_CHARTS])
+        why = (f"no difference is detectable: the {len(found)} metric{'s' if len(found) > 1 else ''} that moved most "
+               "(mean delta in sd of the per-question deltas)") if found else "nothing moved"
+    chosen = [m for m in chosen if m in order]
+    if chosen:
+        why += f"; the runs' chosen metric{'s' if len(chosen) > 1 else ''} (gate.metrics): " + ", ".join(
+            catalog.METRICS[m].label for m in chosen)
+    if not found and not chosen:
+        return list(unmoved), "nothing moved: the default metrics"
+    return [m for m in order if m in found or m in chosen], why
+
+
+def moved_most(pair: dict) -> str | None:
+    """The pair's quality metric that moved most: the largest :func:`standardized` difference among
+    those found real overall, else among all (ties: the first in row order); None when none moved."""
+    rows = [r for _, r in _quality([pair])]
+    real = [r for r in rows if r["overall"]["real"]]
+    best = max(real or rows, key=lambda r: standardized(r["overall"]), default=None)
+    return best["metric"] if best is not None and standardized(best["overall"]) > 0 else None
+
+
+def mover_metrics(pair: dict, chosen: Iterable[str] = (), unmoved: Iterable[str] = ()) -> dict[str, str]:
+    """The metrics whose movers the pair lists, each with why: the one that :func:`moved_most`, the
+    ``chosen`` ones (:func:`chosen_metrics`), and ``unmoved`` (the catalogue's) when neither is."""
+    most = moved_most(pair)
+    why = {m: "the runs' chosen metric (gate.metrics)" for m in chosen if m != most}
+    if most:
+        d = standardized(next(r["overall"] for r in pair["rows"] if r["metric"] == most))
+        why = {most: "moved most: " + (f"{d:.2f} sd of its per-question deltas" if d < math.inf
+                                         else "every question by the same amount"), **why}
+    return why or {m: "no metric moved" for m in unmoved}
+
+
+def _found_text(p: dict, items: list[tuple[str, str | None, dict]]) -> str:
+    """ "B beats A on MRR (keywords) by +0.2500 [+0.1333, +0.3667], ..." for one pair and direction:
+    the overall rows, then the categories'."""
+    better = (items[0][2]["delta"] > 0) == higher_is_better(items[0][0])
+    items = [x for x in items if x[1] is None] + [x for x in items if x[1] is not None]
+    parts = [f"{catalog.METRICS[m].label}{f' in {c}' if c else ''} by {fmt_delta(m, s['delta'])} "
+             f"[{fmt_delta(m, s['ci'][0])}, {fmt_delta(m, s['ci'][1])}]" for m, c, s in items]
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"{p['b']} {'beats' if better else 'trails'} {p['a']} on {listed}"
+
+
+def decision(pairs: list[dict], method: dict, power: float = POWER) -> list[dict]:
+    """compare.html's three-line summary (``[{"key", "head", "text"}]``, also the terminal's),
+    from adjusted pairs (:func:`adjust`):
+
+    1. ``found``: every quality-metric comparison found real after adjustment, overall and per
+       category, with its sign, mean delta and 95% interval, grouped by pair and direction;
+    2. ``not_found``: how many overall comparisons (named) and category comparisons are not;
+    3. ``settle``: the undecided overall comparison with the largest :func:`standardized`
+       difference ``d`` (ties: the first), and the questions a paired t-test needs to detect ``d``
+       with ``power`` at alpha / its family's size (:func:`lab.stats.power.needed_n`): the
+       number that would settle it, were the true difference the one observed.
+
+    Sizes (context chars) are not adjusted and not counted."""
+    found, open_rows, open_names = [], [], []
+    n_overall = n_cats = open_cats = 0
+    for p in pairs:
+        groups: dict[bool, list] = {}
+        names = []
+        for r in p["rows"]:
+            m = r["metric"]
+            if not higher_is_better(m):
+                continue
+            for s in [r["overall"]] + r["categories"]:
+                if not s["n"]:
+                    continue
+                overall = s is r["overall"]
+                if s["real"]:
+                    better = (s["delta"] > 0) == higher_is_better(m)
+                    groups.setdefault(better, []).append((m, None if overall else s["category"], s))
+                elif overall:
+                    open_rows.append((p, r))
+                    names.append(catalog.METRICS[m].label)
+                else:
+                    open_cats += 1
+                n_overall, n_cats = n_overall + overall, n_cats + (not overall)
+        found += [_found_text(p, groups[better]) for better in (True, False) if better in groups]
+        if names:
+            open_names.append((f"{p['b']} vs {p['a']}: " if len(pairs) > 1 else "") + ", ".join(names))
+    not_found = (f"{len(open_rows)} of {n_overall} {'metric comparisons' if len(pairs) > 1 else 'metrics'}"
+                 + (f" ({'; '.join(open_names)})" if open_names else "")
+                 + (f"; {open_cats} of {n_cats} category comparisons" if n_cats else ""))
+    return [{"key": "found", "head": "Detectable",
+             "text": "; ".join(found) or "nothing: no quality metric or category differs after adjustment"},
+            {"key": "not_found", "head": "Not detectable", "text": not_found},
+            {"key": "settle", "head": "To settle", "text": _settle_text(open_rows, method["alpha"], power)}]
+
+
+def _settle_text(open_rows: list[tuple[dict, dict]], alpha: float, power: float) -> str:
+    if not open_rows:
+        return "nothing undecided: every metric compared differs detectably"
+    plannable = [(p, r) for p, r in open_rows if 0 < standardized(r["overall"]) < math.inf]
+    if not plannable:
+        return "the undecided metrics did not move, so no number of questions would settle them"
+    p, r = max(plannable, key=lambda pr: standardized(pr[1]["overall"]))
+    m, s = r["metric"], r["overall"]
+    d, size = standardized(s), s["family_size"] or 1
+    level = f"{alpha:g}" + (f" / {size} (Holm's strictest step)" if size > 1 else "")
+    return (f"about {needed_n(d, alpha / size, power):,} questions for the largest undecided difference, "
+            f"{catalog.METRICS[m].label} {fmt_delta(m, s['delta'])} ({p['b']} vs {p['a']}, {s['n']} questions now, "
+            f"{d:.2f} sd of its per-question deltas), at {power:.0%} power and alpha {level}, were the true "
+            "difference the one observed")

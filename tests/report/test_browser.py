@@ -7,7 +7,7 @@ import pytest
 from lab.report.compare import default_folder, load_runs, render_compare
 from lab.report.html import render_run
 from pages import Page, browser, screenshots
-from report_fixtures import write_pair
+from report_fixtures import ACC_A, ACC_B, MRR_A, MRR_B, write_pair, write_run, write_scaled_run, write_span_pair
 
 pytestmark = pytest.mark.browser
 
@@ -102,9 +102,17 @@ def test_html_in_documents_and_answers_is_text_not_code(chromium, pages):
 def test_compare_page_loads_clean_and_movers_open(chromium, pages):
     page = Page(chromium, pages[1])
     assert page.errors == [] and [u for u in page.requests if not u.startswith("file://")] == []
-    assert page.locator("svg.chart").count() == 7  # 5 metrics per run + MRR and accuracy by category
+    # the metrics found real (MRR and nDCG; accuracy's p adj. is 0.125), per run and by category
+    assert page.locator("svg.chart").count() == 4
+    charted = page.eval_on_selector_all("svg.chart", "s => s.map(x => x.dataset.metric)")
+    assert charted == ["mrr", "ndcg", "mrr", "ndcg"]
     story = page.locator("#story tr[data-metric=mrr]").inner_text()
     assert "0.5833" in story and "0.8333" in story and "▲ +0.2500" in story
+    decision = page.locator("#decision")  # the three lines, above everything but warnings
+    assert decision.bounding_box()["y"] < page.locator("#runs").bounding_box()["y"]
+    assert decision.locator("[data-line=found]").inner_text().startswith(
+        "Detectable: better beats base on MRR (keywords) by +0.2500 [+0.1333, +0.3667]")
+    assert decision.locator("[data-line=settle]").inner_text().startswith("To settle: about 21 questions")
     row = page.locator("table.stats tr.overall[data-metric=mrr]").inner_text()
     assert "+0.2500" in row and "8 / 0 / 7" in row and "better better" in row
     mover = page.locator("details.mover[data-metric=mrr]").first
@@ -113,6 +121,82 @@ def test_compare_page_loads_clean_and_movers_open(chromium, pages):
     assert mover.locator(".sides").is_visible()
     assert "<script>window.__pwned = 1" in mover.inner_text()
     assert page.evaluate("window.__pwned") is None
+
+
+@pytest.fixture(scope="module")
+def wide_pages(tmp_path_factory):
+    """Comparisons whose paired statistics ran past 1400 px (turn13 -> turn18: the verdict column
+    ended at 1471 px), and two long run names."""
+    root = tmp_path_factory.mktemp("wide")
+    out = []
+    for a, b in (("turn13", "turn18"), ("hybrid-headers-summary-merged", "hybrid-headers-summary-merged-unsent")):
+        write_run(root, a, "20261122-100000", MRR_A, ACC_A, "A")
+        write_run(root, b, "20261122-110000", MRR_B, ACC_B, "B")
+        runs = load_runs([a, b], root)
+        out.append(render_compare(runs, default_folder(runs, root)))
+    return out
+
+
+VERDICTS = """cells => cells.map(c => {
+  const b = c.getBoundingClientRect(), s = c.closest(".scroll").getBoundingClientRect();
+  return [b.left, b.right, s.left, s.right];
+})"""
+
+
+def test_every_verdict_is_inside_the_window_at_1400_px(chromium, wide_pages):
+    for path in wide_pages:
+        page = Page(chromium, path, width=1400, height=900)
+        assert page.evaluate("document.documentElement.scrollWidth") == 1400  # nothing runs off the page
+        boxes = page.eval_on_selector_all("table.stats td.verdict", VERDICTS)
+        # 9 metrics overall, and the 6 quality metrics' 2 categories each
+        assert len(boxes) == 9 + 6 * 2
+        for left, right, box_left, box_right in boxes:
+            assert 0 <= box_left <= left < right <= box_right <= 1400
+        assert page.errors == []
+
+
+def test_a_narrow_window_scrolls_the_table_in_its_own_box(chromium, wide_pages):
+    """At 1024 px the 13 columns cannot fit: the table scrolls inside its box, the page does not,
+    and scrolled to its end the box shows the verdicts whole."""
+    page = Page(chromium, wide_pages[1], width=1024, height=900)
+    assert page.evaluate("document.documentElement.scrollWidth") == 1024
+    box = page.locator("div.scroll").first
+    assert box.evaluate("s => s.scrollWidth > s.clientWidth")
+    box.evaluate("s => { s.scrollLeft = s.scrollWidth; }")
+    for left, right, box_left, box_right in page.eval_on_selector_all("div.pair:first-of-type td.verdict", VERDICTS):
+        assert box_left <= left < right <= box_right + 0.5
+
+
+def test_judge_scores_read_against_the_reference_in_the_browser(chromium, tmp_path):
+    """report_fixtures.ACC_SCALED against REFS_SCALED: amber, green and red where the fixed
+    thresholds said red, amber and red; each score shows the reference's after a slash."""
+    page = Page(chromium, render_run(write_scaled_run(tmp_path)))
+
+    def accuracy(qid):
+        return page.locator(f"#questions tr.qrow[data-id={qid}] td").nth(6)
+
+    background = "c => getComputedStyle(c).backgroundColor"
+    assert accuracy("q01").evaluate(background) == "rgb(253, 243, 220)"  # amber: 3.91 against 4.32
+    assert accuracy("q02").evaluate(background) == "rgb(227, 245, 234)"  # green: 4 against 4
+    assert accuracy("q04").evaluate(background) == "rgb(251, 227, 227)"  # red: 3 against 4
+    assert accuracy("q01").inner_text() == "3.91 / 4.32"
+    assert "this one has no calibration) 4.59" in accuracy("q07").get_attribute("title")
+    assert page.locator("#questions th[data-key=accuracy]").get_attribute("title").startswith(
+        "after the slash: the judge's score of the question's reference answer; green when at most 0.25 under it")
+    assert page.locator("#judge-scale").is_visible()
+    page.click("#questions th[data-key=accuracy]")  # sorting reads the score, not the text beside it
+    assert visible_ids(page)[:4] == ["q11", "q15", "q04", "q14"]
+    assert page.errors == []
+
+
+def test_span_recall_filters_the_question_table(chromium, tmp_path):
+    _, b = write_span_pair(tmp_path / "reports")
+    page = Page(chromium, render_run(b))
+    page.select_option("#q-filters [name=metric]", "span_recall")
+    page.select_option("#q-filters [name=op]", "ge")
+    page.fill("#q-filters [name=value]", "1")
+    assert visible_ids(page) == [f"q{i:02d}" for i in range(1, 11)]  # report_fixtures.SPANS_B
+    assert page.errors == []
 
 
 @pytest.mark.slow

@@ -219,7 +219,130 @@ def test_probability_weighted_judge_scores_are_shown_with_two_decimals(tmp_path)
     html = (folder / "report.html").read_text(encoding="utf-8")
     # the question's panel (kept as JSON in the page until opened: its characters escaped)
     assert "accuracy 3.91 \\u00b7 completeness 3.91 \\u00b7 relevance 3.91" in html
-    assert "accuracy 3.9144718265533447" not in html and ">3.91</td>" in html  # and the table's cells
+    # and the table's cells, each beside the judge's score of the reference answer (5, as written)
+    assert "accuracy 3.9144718265533447" not in html and '>3.91<span class="refscore"> / 5</span></td>' in html
     ints = write_run(tmp_path, "ints", "20261122-100000", MRR_A, ACC_A, "A")
     render_run(ints)
     assert "accuracy 4 \\u00b7 completeness 4" in (ints / "report.html").read_text(encoding="utf-8")
+
+
+# ---------------------------------------------------------------------------------------------
+# The question table's span recall; judge scores read against the judge's own score of the reference
+
+
+def _cells(html: str, qid: str) -> list[str]:
+    """The cells of question ``qid``'s row in the question table."""
+    row = re.search(rf'<tr class="qrow"[^>]*data-id="{qid}".*?</tr>', html, re.S)[0]
+    return re.findall(r"<td[^>]*>.*?</td>", row, re.S)
+
+
+def test_the_question_table_has_span_recall_when_questions_have_it(tmp_path):
+    from report_fixtures import write_span_pair
+
+    a, b = write_span_pair(tmp_path / "reports")
+    html = render_run(b).read_text()
+    heads = re.findall(r'<th class="num" data-key="(\w+)"', html)
+    assert heads == ["mrr", "ndcg", "coverage", "span_recall", "span_iou", "accuracy", "completeness", "relevance"]
+    # q01: recall 1.0, IoU 0.5 (report_fixtures.SPANS_B); q11: 0.5 and 0.5
+    assert _cells(html, "q01")[6:8] == ['<td class="num neutral">1.0000</td>', '<td class="num neutral">0.5000</td>']
+    assert _cells(html, "q11")[6] == '<td class="num neutral">0.5000</td>'
+    assert 'data-span_recall="1.0"' in html and '<option value="span_recall">Span recall</option>' in html
+    old = render_run(write_run(tmp_path / "old", "base", "1", MRR_A, ACC_A, "A")).read_text()
+    assert "span_recall" not in old  # no golden spans: no column
+
+
+@pytest.mark.parametrize("value, reference, colour", [
+    (3.91, 4.32, "ok"),  # 0.41 under the reference's own score: amber (red on the fixed 4.5 / 4.0)
+    (4, 4, "good"),  # level with it
+    (5, 4, "good"),  # above it
+    (4.07, 4.32, "good"),  # 0.25 under: the edge of green
+    (3.57, 4.32, "ok"),  # 0.75 under: the edge of amber
+    (3.56, 4.32, "bad"),  # 0.76 under
+    (3, 4, "bad"),
+    (None, 4, "neutral"),  # a failed judgement
+    (4, None, "neutral"),
+])
+def test_relative_level(value, reference, colour):
+    from lab.report.html import relative_level
+
+    assert relative_level(value, reference) == colour
+
+
+def test_reference_scores_per_question_category_and_run(tmp_path):
+    from lab.report.html import ReferenceScores
+    from lab.runfiles import load_run
+    from report_fixtures import write_scaled_run
+
+    refs = ReferenceScores.of(*load_run(write_scaled_run(tmp_path)))
+    # the run: calibration_summary's mean over the 14 questions whose calibration held: 64.28 / 14
+    assert refs.run == {d: pytest.approx(64.28 / 14) for d in ("accuracy", "completeness", "relevance")}
+    # direct_fact: q01-q12 but q07, (4 x 4.32 + 3 x 4 + 4 x 5) / 11; temporal: 5, 5, 5
+    assert refs.by_category["direct_fact"]["accuracy"] == pytest.approx(49.28 / 11)
+    assert refs.by_category["temporal"]["accuracy"] == 5
+    assert refs.reference("accuracy", "q01") == (4.32, "question")
+    assert refs.reference("accuracy", "q07") == (pytest.approx(64.28 / 14), "fallback")  # its calibration failed
+    assert refs.reference("accuracy") == (pytest.approx(64.28 / 14), "run")
+    assert refs.reference("mrr", "q01") is None
+    old = write_run(tmp_path / "old", "base", "1", MRR_A, ACC_A, "A")
+    results, samples = load_run(old)
+    results["calibration"] = None
+    assert ReferenceScores.of(results, [{**s, "calibration": None} for s in samples]) is None
+
+
+def test_judge_scores_are_coloured_against_the_reference_answers_score(tmp_path):
+    from report_fixtures import write_scaled_run
+
+    html = render_run(write_scaled_run(tmp_path)).read_text()
+    acc = {q: _cells(html, q)[6] for q in ("q01", "q02", "q03", "q04", "q05", "q06", "q07", "q08", "q09")}
+    assert acc["q01"] == '<td class="num ok">3.91<span class="refscore"> / 4.32</span></td>'
+    assert acc["q02"] == '<td class="num good">4<span class="refscore"> / 4</span></td>'
+    assert acc["q03"] == '<td class="num good">4.10<span class="refscore"> / 4.32</span></td>'
+    assert acc["q04"] == '<td class="num bad">3<span class="refscore"> / 4</span></td>'
+    assert acc["q05"] == '<td class="num neutral">failed</td>'
+    assert acc["q06"] == '<td class="num good">5<span class="refscore"> / 4</span></td>'
+    assert acc["q07"] == ('<td class="num ok" title="the judge scored the run&#39;s reference answers (mean; this one '
+                          'has no calibration) 4.59 on accuracy: green when at most 0.25 under it (or above), amber '
+                          'when at most 0.75 under it, red further under">4<span class="refscore"> / 4.59</span></td>')
+    assert acc["q08"] == '<td class="num ok">3.57<span class="refscore"> / 4.32</span></td>'
+    assert acc["q09"] == '<td class="num good">4.07<span class="refscore"> / 4.32</span></td>'
+    # the card: 49.65 / 14 = 3.55 against the run's 4.59: red; direct_fact 41.65 / 11 = 3.79 against 4.48: amber
+    card = re.search(r'<div class="card (\w+)" data-metric="accuracy">(.*?)</div></div>', html, re.S)
+    assert card[1] == "bad" and '<div class="v">3.55</div>' in card[2] and ">reference answers 4.59" in card[2]
+    row = re.search(r'<tr data-category="direct_fact">.*?</tr>', html, re.S)[0]
+    cell = re.findall(r"<td[^>]*>.*?</td>", row, re.S)[6]  # category, n, MRR, nDCG, coverage, context chars, accuracy
+    assert cell.startswith('<td class="num ok" title="95% CI') and cell.endswith(
+        '3.79<span class="refscore"> / 4.48</span></td>')
+    assert "the judge scored this category&#39;s reference answers (mean) 4.48 on accuracy" in cell
+    # the rule, stated once on the page; the judge scores leave the thresholds' legend
+    assert ("shown after each score: green when at most 0.25 under it (or above), amber when at most 0.75 under "
+            "it, red further under. A question without calibration is read against the run's mean (Accuracy 4.59, "
+            "Completeness 4.59, Relevance 4.59)") in html
+    assert "Accuracy 4.5/4.0" not in html and "Coverage (keywords) 0.9/0.75 (the config" in html
+
+
+def test_a_run_without_calibration_keeps_the_fixed_thresholds(tmp_path):
+    import json
+
+    from report_fixtures import write_scaled_run
+
+    folder = write_scaled_run(tmp_path)
+    samples = [json.loads(x) for x in (folder / "samples.jsonl").read_text().splitlines()]
+    (folder / "samples.jsonl").write_text("".join(json.dumps({**s, "calibration": None}) + "\n" for s in samples))
+    results = json.loads((folder / "results.json").read_text())
+    results["calibration"] = None
+    (folder / "results.json").write_text(json.dumps(results))
+    html = render_run(folder).read_text()
+    # 4.5 green, 4.0 amber: 3.91 red, 4 amber, 5 green; no reference beside them, no scale legend
+    assert [_cells(html, q)[6] for q in ("q01", "q02", "q06")] == [
+        '<td class="num bad">3.91</td>', '<td class="num ok">4</td>', '<td class="num good">5</td>']
+    assert '<span class="refscore">' not in html and 'id="judge-scale"' not in html and "Accuracy 4.5/4.0" in html
+
+
+def test_a_configs_own_judge_thresholds_win(tmp_path):
+    from report_fixtures import write_scaled_run
+
+    html = render_run(write_scaled_run(tmp_path, thresholds={"accuracy": [3.5, 3.0]})).read_text()
+    q01 = _cells(html, "q01")
+    assert q01[6] == '<td class="num good">3.91</td>'  # accuracy: the config's 3.5 / 3.0
+    assert q01[7] == '<td class="num ok">3.91<span class="refscore"> / 4.32</span></td>'  # completeness: relative
+    assert "Accuracy 3.5/3.0" in html and "Completeness, Relevance are read against" in html
