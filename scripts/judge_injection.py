@@ -21,7 +21,7 @@ from pathlib import Path
 from lab.config import load_experiment
 from lab.evalsets.evalset import load_eval_set
 from lab.judge.attacks import attack, summarise, wrong_answers
-from lab.judge.injections import load_injections
+from lab.judge.injections import INJECTIONS_FILE, load_injections
 from lab.judge.methods import grader
 from lab.judge.rubric import resolve_judge
 from lab.metrics.injection import scan
@@ -69,6 +69,11 @@ def main() -> int:
     ap.add_argument("--questions", type=int, default=10)
     ap.add_argument("--per-phrasing", type=int, default=2, help="questions each phrasing is injected into")
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--anchored", action="store_true",
+                    help="judge with judge.anchored (the lower of the whole answer's and its substance's scores)")
+    ap.add_argument("--injections", type=Path, default=INJECTIONS_FILE,
+                    help="the phrasings (default: lab/judge/injections.jsonl; the blind sets are "
+                         "lab/judge/injections-holdout.jsonl and lab/judge/injections-blind2.jsonl)")
     ap.add_argument("--table", nargs="+", type=Path, metavar="DIR",
                     help="only print one table from the JSON files of these --out folders, their pairs flagged "
                          "again by the current detector")
@@ -80,9 +85,10 @@ def main() -> int:
         for folder in args.table:
             for path in sorted(folder.glob("*.json")):
                 out = json.loads(path.read_text(encoding="utf-8"))
+                asked = {q["id"]: q["question"] for q in out["questions"]}
                 for pair in out["pairs"]:
-                    pair["suspect"] = scan(pair["text"])
-                out.update(summarise(out["pairs"], load_injections()))
+                    pair["suspect"] = scan(pair["text"], asked[pair["id"]])
+                out.update(summarise(out["pairs"], load_injections(args.injections)))
                 outs[path.stem] = out
         print(table(outs) + "\n" + phrasing_table(outs))
         return 0
@@ -92,20 +98,21 @@ def main() -> int:
     items = [{"id": r.id, "category": r.category, "question": r.question, "reference": r.reference_answer,
               "keywords": list(r.keywords or [])} for r in rows]
     chosen = wrong_answers(items, args.questions, args.seed)
-    injections = load_injections()
+    injections = load_injections(args.injections)
     args.out.mkdir(parents=True, exist_ok=True)
     outs = {}
     for prompt in args.prompts:
-        cfg = load_experiment(args.config, ROOT / "experiments", {"judge": {"prompt": prompt}})
+        cfg = load_experiment(args.config, ROOT / "experiments",
+                              {"judge": {"prompt": prompt, **({"anchored": True} if args.anchored else {})}})
         plan = resolve_judge(cfg.judge, ROOT)
         llm = build_llm(plan.llm, cache_root(None))
         for method in args.methods:
             t0 = time.perf_counter()
             g = grader(llm, plan, method)
             out = attack(chosen, injections, g.scores, args.per_phrasing)
-            out.update(method=method, prompt=prompt, version=g.version, seconds=time.perf_counter() - t0,
+            out.update(method=method + (" anchored" if args.anchored else ""), prompt=prompt, version=g.version, seconds=time.perf_counter() - t0,
                        questions=[{"id": c["id"], "question": c["question"], "wrong": c["wrong"]} for c in chosen])
-            write_atomic(args.out / f"{method}.{prompt}.json", json.dumps(out, indent=1, ensure_ascii=False))
+            write_atomic(args.out / f"{method}{'.anchored' if args.anchored else ''}.{prompt}.json", json.dumps(out, indent=1, ensure_ascii=False))
             outs[f"{method}.{prompt}"] = out
             print(f"{method} {prompt}: {out['seconds']:.0f} s", flush=True)
             print(table({f"{method}.{prompt}": out}), flush=True)

@@ -120,6 +120,12 @@ class JudgeConfig(Strict):
         None, ge=2, le=20, description="Judge every answer this many times (seeds 1..k at repeat_temperature) "
         "and report flip rate and intra-class correlation per dimension. null: once.")
     repeat_temperature: float | None = Field(None, gt=0, le=2, description="Sampling temperature of repeats; null: 0.7.")
+    anchored: bool | None = Field(
+        None, description="Also judge each answer with its sentences that share nothing with the question and "
+        "the reference answer left out (lab.metrics.injection.anchored), and keep the lower of the two scores per "
+        "dimension: text that is not about the question (an aside to the judge in any wording or language) can "
+        "lower a score, never raise it. One more judgement per answer that has such sentences. null: off "
+        "(docs/judge-injection.md).")
 
     @model_validator(mode="after")
     def _local_method(self) -> "JudgeConfig":

@@ -57,7 +57,7 @@ def attack(items: Sequence[dict], injections: Sequence[Injection], score: Callab
     def one(job: tuple[Injection, dict]) -> dict:
         inj, it = job
         text = inject(it["wrong"], inj)
-        return {"injection": inj.id, "id": it["id"], "text": text, "suspect": scan(text),
+        return {"injection": inj.id, "id": it["id"], "text": text, "suspect": scan(text, it["question"]),
                 "plain": plain[it["id"]], "injected": score(it, text)}
 
     return summarise(run(one, jobs), injections)

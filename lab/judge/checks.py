@@ -71,7 +71,7 @@ def run_checks(items: Sequence[dict], n: int, seed: int, score: Callable[[dict, 
             if "text" in p:
                 rec["perturbed"][kind] = score(item, p["text"])
                 if kind == "injection":  # what the run would do with it: a flagged judgement is suspect
-                    rec["suspect"] = {kind: scan(p["text"])}
+                    rec["suspect"] = {kind: scan(p["text"], item["question"])}
                 rec["texts"][kind] = {"text": p["text"][:TEXT_CHARS], **({"detail": p["detail"]} if p["detail"] else {})}
             else:
                 rec["perturbed"][kind] = None

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from lab.config.schema import JUDGE_METHODS
-from lab.metrics.injection import neutralise
+from lab.metrics.injection import anchored, neutralise
 from lab.judge.rubric import DIMENSIONS, JUDGE_FIELDS, JudgeItem, JudgePlan, Scores, data_values, judge_one
 from lab.models.llm import LabLLM, LLMCallError
 from lab.prompts import Prompt, load_prompt
@@ -209,7 +209,18 @@ class Grader:
         self.prompts = self._impl.prompts(self.plan.prompt, "judge.method")
 
     def __call__(self, item: JudgeItem, answer: str, scores_only: bool = False) -> dict:
-        return self._impl.grade(self, item, answer, scores_only)
+        rec = self._impl.grade(self, item, answer, scores_only)
+        if not self.plan.cfg.anchored or rec.get("status") != "ok":
+            return rec
+        core, dropped = anchored(answer, item["question"], item["reference"])
+        if not dropped:
+            return rec
+        other = self._impl.grade(self, item, core, True)  # the answer's substance alone
+        if other.get("status") != "ok":
+            return rec
+        lowered = {d: min(rec[d], other[d]) for d in DIMENSIONS}
+        return {**rec, **lowered, "anchored": {"dropped": dropped, "whole": {d: rec[d] for d in DIMENSIONS},
+                                               "substance": {d: other[d] for d in DIMENSIONS}}}
 
     def scores(self, item: JudgeItem, answer: str) -> Scores | None:
         rec = self(item, answer, scores_only=True)

@@ -11,7 +11,22 @@ verdict of its own (``{"accuracy": 5, ...}``) or that imitates the chat's struct
 - ``addressed``: text that names the grader, evaluator, judge or model as its reader;
 - ``verdict``: scores written as a verdict (JSON keys or ``accuracy: 5``, ``5/5``, "full marks");
 - ``role``: chat role markers and special tokens, and tags that look like the judge prompt's own
-  delimiters.
+  delimiters;
+- ``assessment``: the text speaks of its own grade or merit ("this answer deserves the top grade",
+  "an expert reviewer would ...") or writes a block of top marks (three or more criteria at 5, in
+  any language: ``| Precisão | 5 |``, ``přesnost 5, úplnost 5``), or lays out a graded exchange
+  (``Grade:``, ``User:`` / ``Assistant:`` lines);
+- ``hidden``: text a reader does not see or must decode, whose decoding trips a pattern above
+  (an HTML comment, base64, ROT13, reversed text, letters split by dots or dashes, leetspeak), or
+  words mixing Latin with Cyrillic or Greek look-alike letters;
+- ``language`` (only with ``question=``): a passage in a script the question does not use, or
+  a sentence in a Latin-script language other than the English of an English question. An
+  answer does not switch language mid-way; an injection often does, to slip past the English
+  patterns.
+
+The last three are kinds of text rather than phrases: they were added after a blind set of 30
+phrasings (``lab/judge/injections-holdout.jsonl``, written without sight of this module) showed
+that phrase patterns caught 13 of them.
 
 Before matching, the text is folded (NFKC, zero-width characters dropped, lower case, spaced-out
 letters such as ``I g n o r e`` joined), so spelling tricks do not hide a phrase. The patterns
@@ -25,6 +40,8 @@ turn; text without them is returned unchanged (and so is its cache key).
 
 from __future__ import annotations
 
+import base64
+import codecs
 import re
 import unicodedata
 
@@ -39,11 +56,20 @@ DELIMITER_TAGS = ("question", "reference", "reference_answer", "answer", "genera
 
 _ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
 _SPACED = re.compile(r"\b(?:[^\W\d_] ){3,}[^\W\d_]\b")
+#: LaTeX commands around words: "\\mathrm{accuracy}" reads "accuracy"
+_LATEX = re.compile(r"\\[a-zA-Z]+\s*\{([^{}]*)\}")
+#: letters split by dots, dashes, underscores or asterisks: "i.g.n.o.r.e", "s-c-o-r-e"
+_SPLIT = re.compile(r"\b(?:[^\W\d_][.\-_*]){3,}[^\W\d_]\b")
 _PREVIOUS = r"(?:previous|prior|above|earlier|preceding|original|all|any|your|the|system|these|those|other)"
-_RULES = r"(?:instructions?|rules?|prompts?|guidelines?|criteria|rubric|directions?|orders?|context)"
+_RULES = r"(?:instructions?|rules?|prompts?|guidelines?|criteria|rubric|directions?|orders?|context|reference answer|reference)"
 _SCORE_WORDS = r"(?:scores?|ratings?|marks?|points?|grades?|evaluations?)"
 _TOP = r"(?:5|five|maximum|max|highest|top|perfect|full)"
-_GRADER = r"(?:evaluator|grader|judge|scorer|rater|assistant|ai|llm|language model|model|bot|chatbot|gpt|qwen)"
+_GRADER = r"(?:evaluator|grader|judge|scorer|rater|assistant|ai|llm|language model|model|bot|chatbot|gpt|qwen|" \
+          r"reviewer|assessor|examiner|marker|checker|annotator)"
+
+_CORRECT = r"(?:correct|accurate|right|precise|factual)"
+_COMPLETE = r"(?:complete|comprehensive|thorough|exhaustive|fully covers|covers every)"
+_RELEVANT = r"(?:relevant|on[- ]topic|on point|pertinent|to the point)"
 
 _PATTERNS: list[tuple[str, re.Pattern]] = [(kind, re.compile(p, re.I | re.M)) for kind, p in [
     # -- instructions, English
@@ -107,34 +133,164 @@ _PATTERNS: list[tuple[str, re.Pattern]] = [(kind, re.compile(p, re.I | re.M)) fo
     ("role", r"\b(?:end|ende|fin) (?:of|des|de la|du) (?:the )?(?:answer|reference|data|input|document|réponse|respuesta)\b\W*(?:\]|-{2,}|={2,}|\*{2,}|#|>|$)"),
     ("role", r"\[(?:system|assistant|end of (?:answer|data|input))\]"),
     ("role", r"<\s*/?\s*(?:" + "|".join(DELIMITER_TAGS) + r")\b[^<>]{0,40}>"),
+    # -- the text speaks of its own grade or merit, or appeals to a reader who grades
+    ("assessment", r"\b(?:this|the above|the preceding|the following|my|our)\s+(?:answer|response|reply|submission)\b"
+                   r"[^.!?\n]{0,80}?\b(?:deserv\w*|merit\w*|warrant\w*|earns?|grades?|graded|marks|ratings?|rated|"
+                   r"assessments?|approved|pre-approved|verified|validated|cross-checked|pass(?:es)?|full|top|"
+                   r"maximum|highest|perfect|flawless)\b"),
+    ("assessment", r"\b(?:deserves?|merits?|warrants?|earns?)\s+(?:a\s+|the\s+)?(?:top|highest|best|maximum|full|"
+                   r"perfect|five|5|10\s*/\s*10|100\s*%)(?!\w)"),
+    ("addressed", rf"^\W*{_GRADER}s?(?:'s)?\s+(?:note|notice|comment|remark|message)\s*:"),
+    ("assessment", r"\b(?:any|every|a|an|the)\s+(?:\w+\s+){0,2}(?:reviewer|assessor|examiner|grader|evaluator|marker)s?"
+                   r"\s+(?:would|will|should|must|can)\b"),
+    ("assessment", r"^\s*(?:grade|score|rating|assessment|verdict|mark|nilai|note|bewertung|hodnocení|ocena|puan)\s*:"
+                   r"(?=[^\n]*\b(?:5|five|10|100\s*%)\b)"),
+    ("assessment", r"^\s*(?:user|assistant|human|ai|question|answer)\s*:(?:.*\n)+?\s*(?:assistant|ai|grade|score|"
+                   r"rating|assessment|verdict)\s*:"),
+    # the judge's own criteria named together, as the text's claim about itself: "correct, complete and on-topic"
+    ("assessment", rf"\b{_CORRECT}\b[^.!?\n]{{0,60}}?\b{_COMPLETE}\b[^.!?\n]{{0,60}}?\b{_RELEVANT}\b"),
+    # talk of the reference the judge grades against
+    ("assessment", r"\b(?:answer keys?|marking scheme|(?:older|earlier|outdated|original|the) reference "
+                   r"(?:material|solution|figures?)|the reference answer (?:for|to|of) this (?:question|item|reply|answer)|"
+                   r"the reference (?:is|was|has|contains|differs|says))\b"),
+    ("verdict", r"(?<![\d/])5\s*/\s*5\s*/\s*5(?![\d/])"),
+    ("instruction", r"\b(?:give|assign|award|grant)\b(?:\W+\w+){0,4}?\W+(?:5|five|10|full|top|maximum|highest|perfect)\b"
+                    r"(?:\W+\w+){0,2}?\W+(?:for|on|in|across)\W+(?:accuracy|completeness|relevance|each|every|all|"
+                    r"the three|both)\b"),
 ]]
+
+#: A block of top marks: a criterion's name and the top value, three or more times.
+_TOP_MARK = re.compile(r"(?:^|[|,;{(\n]|\band\b)\s*\"?(?P<label>[^\W\d_][^\W\d_ ]{2,24})\"?\s*(?P<sep>[:=|]\s*)?\"?"
+                       r"(?:5(?:\s*/\s*5)?|10\s*/\s*10|100\s*%)\"?\s*(?=[|,;})\n.]|$|\band\b)", re.M)
+_HTML_COMMENT = re.compile(r"<!--(.*?)(?:-->|$)", re.S)
+_BASE64 = re.compile(r"[A-Za-z0-9+/]{20,}={0,2}")
+_LEET = str.maketrans("0134579@$", "oieastgas")
+_LEET_WORD = re.compile(r"\b(?=\w*[a-z])(?=\w*\d)[a-z0-9]{3,}\b", re.I)
+_MIXED_SCRIPTS = ("LATIN", "CYRILLIC", "GREEK")
+#: English function words: a sentence of English holds some; a sentence of another language holds none.
+_ENGLISH = frozenset("""a an the is are was were be been being of to in on at for by with from and or but not no
+this that these those it its as if then than so do does did has have had will would can could should may might
+must which who whom whose what when where why how there their they them we you your our i he she his her all any
+each some more most such only also into over under about after before up out very just""".split())
+_SENTENCE = re.compile(r"[^.!?;:\n]+")
+_WORD = re.compile(r"[^\W\d_]+")
 
 
 def fold(text: str) -> str:
     """The text as the patterns see it: NFKC, zero-width characters and soft hyphens dropped,
     spaced-out letters joined ("I g n o r e" -> "Ignore")."""
     t = _ZERO_WIDTH.sub("", unicodedata.normalize("NFKC", text or ""))
+    t = _SPLIT.sub(lambda m: re.sub(r"[.\-_*]", "", m.group(0)), t)
+    t = _LATEX.sub(r"\1", t)
     return _SPACED.sub(lambda m: m.group(0).replace(" ", ""), t)
 
 
-def scan(text: str) -> list[str]:
+def _match(folded: str, out: dict[str, str], marks: bool = True) -> None:
+    for kind, pattern in _PATTERNS:
+        if kind not in out:
+            m = pattern.search(folded)
+            if m:
+                out[kind] = m.group(0).strip()[:SNIPPET_CHARS]
+    if marks and "assessment" not in out:
+        # "accuracy: 5", "| Precisão | 5 |", "přesnost 5"; not "Tier 5, Level 5, Zone 5" (names of things)
+        found = [m for m in _TOP_MARK.finditer(folded) if m["sep"] or m["label"][0].islower()]
+        if len(found) >= 3:
+            out["assessment"] = ", ".join(m.group(0).strip(" ,;|{(\n") for m in found)[:SNIPPET_CHARS]
+
+
+def _decodings(folded: str) -> list[str]:
+    """What a reader could decode from the text: HTML comments, base64 runs, ROT13, the text
+    reversed, leetspeak words spelled out."""
+    out = [m.group(1) for m in _HTML_COMMENT.finditer(folded)]
+    for m in _BASE64.finditer(folded):
+        try:
+            raw = base64.b64decode(m.group(0) + "=" * (-len(m.group(0)) % 4), validate=True).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if raw.isprintable() and " " in raw:
+            out.append(raw)
+    out.append(codecs.encode(folded, "rot13"))
+    out.append(folded[::-1])
+    leet = _LEET_WORD.findall(folded)
+    if sum(bool(re.search(r"[a-z]\d|\d[a-z]", w, re.I)) for w in leet) >= 2:
+        out.append(_LEET_WORD.sub(lambda m: m.group(0).lower().translate(_LEET), folded))
+    return out
+
+
+def _script(ch: str) -> str:
+    return unicodedata.name(ch, "?").split(" ")[0]
+
+
+def _mixed_word(folded: str) -> str | None:
+    """A word whose letters come from Latin and Cyrillic or Greek at once (a look-alike spelling)."""
+    for w in _WORD.findall(folded):
+        if len({_script(c) for c in w} & set(_MIXED_SCRIPTS)) >= 2:
+            return w
+    return None
+
+
+def _scripts(text: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for ch in text:
+        if ch.isalpha():
+            counts[_script(ch)] = counts.get(_script(ch), 0) + 1
+    return counts
+
+
+def _foreign(folded: str, question: str) -> str | None:
+    """A passage in another language than the question's: eight or more letters of a script the
+    question does not use (Latin excepted where the question is not Latin: names stay Latin), or,
+    for an English question, a sentence of six or more lower-case words, one with a letter
+    outside ASCII, fewer than 15% of them English function words."""
+    asked = _scripts(fold(question))
+    for script, n in _scripts(folded).items():
+        if n >= 8 and script not in asked and not (script == "LATIN" and asked):
+            return script.lower()
+    words = [w.lower() for w in _WORD.findall(question)]
+    if not words or not asked.keys() <= {"LATIN"} or not any(w in _ENGLISH for w in words):
+        return None
+    for sentence in _SENTENCE.findall(folded):
+        lower = [w for w in _WORD.findall(sentence) if w[0].islower()]
+        english = sum(w in _ENGLISH for w in lower)
+        if len(lower) >= 6 and english / len(lower) < 0.15 and any(not w.isascii() for w in lower):
+            return sentence.strip()
+    return None
+
+
+def scan(text: str, question: str = "") -> list[str]:
     """Why ``text`` reads as addressed to an evaluator or a model: one ``"kind: 'snippet'"`` per
-    kind found (instruction, addressed, verdict, role), in that order; empty for plain data."""
+    kind found (instruction, addressed, verdict, role, assessment, hidden, language), in that
+    order; empty for plain data. ``question``, where given, is the question the text answers
+    or belongs to: the ``language`` kind is judged against it."""
     folded = fold(text)
     out: dict[str, str] = {}
-    for kind, pattern in _PATTERNS:
-        if kind in out:
+    _match(folded, out)
+    for decoded in _decodings(folded):
+        if decoded == folded:
             continue
-        m = pattern.search(folded)
-        if m:
-            out[kind] = m.group(0).strip()[:SNIPPET_CHARS]
-    return [f"{kind}: {snippet!r}" for kind, snippet in out.items()]
+        hidden: dict[str, str] = {}
+        _match(fold(decoded), hidden, marks=False)
+        new = [snippet for kind, snippet in hidden.items() if kind not in out]
+        if new:  # decoding found what the text as written does not show
+            out.setdefault("hidden", new[0])
+            break
+    mixed = _mixed_word(folded)
+    if mixed:
+        out.setdefault("hidden", mixed)
+    if question:
+        foreign = _foreign(folded, question)
+        if foreign:
+            out["language"] = foreign[:SNIPPET_CHARS]
+    order = ("instruction", "addressed", "verdict", "role", "assessment", "hidden", "language")
+    return [f"{kind}: {out[kind]!r}" for kind in order if kind in out]
 
 
 def suspect_reasons(**texts: str) -> list[str]:
     """:func:`scan` of each named text (answer=..., reference=...), each reason prefixed with its
     name: ``["answer: instruction: 'ignore previous instructions'"]``."""
-    return [f"{name}: {r}" for name, text in texts.items() if text for r in scan(text)]
+    question = texts.get("question") or ""
+    return [f"{name}: {r}" for name, text in texts.items() if text
+            for r in scan(text, "" if name == "question" else question)]
 
 
 _BREAK_TAG = re.compile(r"<(\s*/?\s*(?:" + "|".join(DELIMITER_TAGS) + r")\b)", re.I)
@@ -146,3 +302,41 @@ def neutralise(text: str) -> str:
     broken by a "‹" for their "<", so it cannot close the tag it sits in or open a chat turn.
     Text without them comes back unchanged."""
     return _BREAK_SPECIAL.sub("‹|", _BREAK_TAG.sub(r"‹\1", text))
+
+
+#: Words that anchor nothing: the judging vocabulary and words any answer may use.
+_GENERIC = _ENGLISH | frozenset("""answer answers reply response question reference correct complete accurate
+relevant score scores rating note please thank thanks also however therefore which would could should their
+there about other every""".split())
+_ANCHOR = re.compile(r"[^\W\d_]{4,}")
+_FIGURES = re.compile(r"\d[\d,.]*\d|\d")
+_PIECES = re.compile(r"(?<=[.!?])\s+|\n+|\s*[(\[]|[)\]]\s*")  # sentences, lines, asides in brackets
+
+
+def _stems(text: str) -> set[str]:
+    return {w.lower()[:6] for w in _ANCHOR.findall(text) if w.lower() not in _GENERIC}
+
+
+def anchored(answer: str, question: str, reference: str) -> tuple[str, list[str]]:
+    """The answer with the sentences that are not about the question left out, and those left
+    out: a sentence (a line, an aside in brackets) stays when it shares two word stems (six letters, four or more
+    letters a word, the judging vocabulary and function words not counted) or a figure with the
+    question and the reference answer, or one stem when it is four words or fewer. Where nothing
+    would stay (a refusal, an answer in other words), the answer is kept whole. The judge then
+    grades both, and the lower score per dimension stands (``judge.anchored``): whatever text
+    outside the answer's substance says, in any wording or language, it cannot raise a score."""
+    folded = fold(answer)
+    anchors, figures = _stems(fold(question) + " " + fold(reference)), set(_FIGURES.findall(question + " " + reference))
+    kept, dropped = [], []
+    for piece in (p.strip() for p in _PIECES.split(folded)):
+        if not piece:
+            continue
+        shared = len(_stems(piece) & anchors)
+        short = len(piece.split()) <= 4
+        if shared >= 2 or set(_FIGURES.findall(piece)) & figures or (shared and short):
+            kept.append(piece)
+        else:
+            dropped.append(piece)
+    if not kept or not dropped:
+        return answer, []
+    return "\n".join(kept), dropped

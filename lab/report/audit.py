@@ -37,6 +37,9 @@ SECTIONS: tuple[tuple[str, tuple[str, str], str, str], ...] = (
      "No verdict: counted neither as supported nor as unsupported."),
     ("size", ("size", "rows"), "Trivial or over-long rows",
      "The generator's size filter: a yes/no answer or a very short question says little."),
+    ("checks", ("checks", "rows"), "Rows the generator's checks doubt",
+     "A question naming a file or path, spans too short to hold the answer, or an answer its category "
+     "contradicts (a numerical answer without a number): lab generate rejects such rows."),
     ("without", ("keywords", "without"), "Rows without keywords",
      "The keyword metrics are n/a for them (said so in results, never 0); the span metrics, MRR and nDCG (spans) "
      "among them, still score them."),
@@ -107,6 +110,11 @@ def audit_lines(findings: dict, *, more: str = "the HTML page") -> list[str]:
         shown = ", ".join(cov["untouched"][:SHOWN])
         extra = f" and {len(cov['untouched']) - SHOWN} more in {more}" if len(cov["untouched"]) > SHOWN else ""
         out.append(f"documents no question touches: {shown}{extra}")
+    sup = findings["support"]
+    if sup.get("checked"):  # the verdict for every row, said even when every row passed
+        out.append(f"support check (--check): {sup['n_supported']} of {sup['n_checked']} reference answers supported by "
+                   f"their spans, {sup.get('n_unsupported', 0)} not, {sup.get('n_failed', 0)} without a verdict"
+                   + (f"; {sup['n_skipped']} rows without spans not checked" if sup.get("n_skipped") else ""))
     if power:
         cells = ", ".join(f"{c['name']} {_mde(c)} (n={c['n']})" for c in power["categories"])
         out.append(f"smallest MRR difference detectable at {power['power']:.0%} power: overall "

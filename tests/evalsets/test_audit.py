@@ -327,6 +327,35 @@ def test_page_escapes_and_is_self_contained(findings):
     assert "<script" not in html and "<link" not in html and "http://" not in html and "https://" not in html
 
 
+def test_the_support_check_says_its_verdict_for_every_row(findings):
+    # 4 rows with spans checked: 2 supported, q10 not, q06 without a verdict; 6 rows without spans
+    assert ("support check (--check): 2 of 4 reference answers supported by their spans, 1 not, 1 without a verdict; "
+            "6 rows without spans not checked") in audit_lines(findings)
+
+
+def test_rows_the_generators_checks_doubt_are_listed(tmp_path):
+    rows = [
+        _row("d1", "What does products/cropwing.md say about the tank?", "direct_fact", ["40 litre"]),
+        _row("d2", "How big is the Cropwing tank in litres?", "numerical", None,
+             [("products/cropwing.md", "40 litre tank.", 42, 56)]),
+        {**_row("d3", "How many litres does the Cropwing S8 Heavy tank hold?", "numerical", ["40 litre"]),
+         "reference_answer": "A large tank."},
+        _row("d4", "When was Harrowfield Aerial founded?", "temporal", ["2015"]),
+    ]
+    rows[3]["reference_answer"] = "In 2015."
+    path = tmp_path / "set.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    f = audit_eval_set(load_eval_set(path, None).rows, DOCS, source="set.jsonl")
+    assert [(r["id"], r["detail"]) for r in f["checks"]["rows"]] == [
+        ("d1", "the question names a file or path: products/cropwing.md"),
+        ("d2", "spans of 3 words in all, without '2'"),  # "The answer to d2." names 2; the span does not
+        ("d3", "a numerical question whose answer holds no number"),
+    ]
+    assert ("rows the generator's checks doubt (a file named, a short span, a category the answer contradicts): 3"
+            in f["summary"]["problems"])
+    assert "Rows the generator's checks doubt: 3" in audit_lines(f)
+
+
 def test_terminal_lines_mention_every_problem(findings):
     lines = audit_lines(findings)
     assert lines[0] == ("audit of eval_sets/set.jsonl: 10 rows, 4 categories, 4 documents, 4 golden spans: NOT OK")
