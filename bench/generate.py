@@ -1,20 +1,24 @@
 """Eval-set generation speed: accepted questions per minute, the acceptance rate, and the lab
 against raw llama-cpp-python replaying the same calls.
 
-    .venv/bin/python bench/generate.py [--kb DIR] [--n 10] [--smoke]
+    .venv/bin/python bench/generate.py [--kb DIR] [--n 10] [--smoke] [--copy] [--no-replay]
 
 Runs :func:`lab.evalsets.generate.generate` with an empty LLM cache (every call computed; the
 embedding cache is the lab's own) over ``--kb`` (default: the InsureLLM knowledge base), then
 replays every recorded call, question writer's and checker's, through a raw ``Llama`` with the
 same parameters. Prints accepted, candidates, acceptance, accepted questions per minute, the
 seconds of both and their ratio (goal <= 1.2: the lab's loop, filters and embeddings add little
-to the model's time). ``--smoke``: SmolLM2 on the test fixture's knowledge base, 2 candidates.
+to the model's time) and the tokens the model wrote per accepted question. ``--copy``: the excerpt
+copied word for word (``generate-qa-v1``) instead of cited by sentence number (``generate-qa-v2``,
+the default), to compare the two. ``--smoke``: SmolLM2 on the test fixture's knowledge base, 2
+candidates.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import sys
 import tempfile
@@ -46,6 +50,10 @@ def main() -> int:
     ap.add_argument("--kb", type=Path, default=None)
     ap.add_argument("--n", type=int, default=None, help="questions wanted (default 10)")
     ap.add_argument("--smoke", action="store_true", help="SmolLM2, the fixture's kb, 2 candidates")
+    ap.add_argument("--copy", action="store_true",
+                    help="the excerpt copied word for word (generate-qa-v1), not cited by sentence number (v2)")
+    ap.add_argument("--no-replay", action="store_true", help="skip the raw llama.cpp replay (accepted per minute only)")
+    ap.add_argument("--out", type=Path, help="also write the accepted rows here (JSONL), to read them")
     args = ap.parse_args()
     setup_logging(False)
     kb = args.kb or (ROOT / "tests" / "fixtures" / "kb" if args.smoke else INSURELLM)
@@ -66,8 +74,21 @@ def main() -> int:
         writer, checker = (LabLLM(p, cache, b) for p, b in zip(plans, backends))
         t0 = time.perf_counter()
         out = generate(docs, writer, checker, lambda t: embedder.encode(list(t), ""),
-                       Options(n=n, max_candidates=2 if args.smoke else None))
+                       Options(n=n, max_candidates=2 if args.smoke else None, cite=not args.copy))
         lab_s = time.perf_counter() - t0
+    s = out.stats
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out.rows), encoding="utf-8")
+    per_min = 60 * s["n_accepted"] / lab_s
+    tokens = sum(u["completion_tokens"] for u in s["usage"].values() if u)
+    print(f"{s['n_accepted']} accepted of {s['candidates']} candidates ({100 * s['acceptance_rate']:.0f}%) "
+          f"from {len(docs)} documents; model {model}; excerpts {'copied (v1)' if args.copy else 'cited (v2)'}")
+    print(f"accepted per minute {per_min:.2f}; lab {lab_s:.1f} s; {tokens} tokens written, "
+          f"{tokens / max(1, s['n_accepted']):.0f} per accepted question")
+    if args.no_replay:
+        print(f"rejected: {({k: v['n'] for k, v in s['rejected'].items() if v['n']})}")
+        return 0
 
     def raw(plan):
         c = plan.cfg
@@ -76,11 +97,7 @@ def main() -> int:
 
     replays = [bench_llm.replay(raw(p), b.calls, reset=False) for p, b in zip(plans, backends)]
     raw_s = sum(r[0] for r in replays)
-    s = out.stats
-    per_min = 60 * s["n_accepted"] / lab_s
-    print(f"{s['n_accepted']} accepted of {s['candidates']} candidates ({100 * s['acceptance_rate']:.0f}%) "
-          f"from {len(docs)} documents; model {model}")
-    print(f"accepted per minute {per_min:.2f}; lab {lab_s:.1f} s, raw replay {raw_s:.1f} s "
+    print(f"raw replay {raw_s:.1f} s "
           f"({sum(len(b.calls) for b in backends)} calls, {sum(r[3] for r in replays)} texts differ); "
           f"ratio {lab_s / raw_s:.2f}")
     print("smoke: ok" if args.smoke else f"rejected: {({k: v['n'] for k, v in s['rejected'].items() if v['n']})}")

@@ -124,8 +124,13 @@ class JudgeConfig(Strict):
         None, description="Also judge each answer with its sentences that share nothing with the question and "
         "the reference answer left out (lab.metrics.injection.anchored), and keep the lower of the two scores per "
         "dimension: text that is not about the question (an aside to the judge in any wording or language) can "
-        "lower a score, never raise it. One more judgement per answer that has such sentences. null: off "
-        "(docs/judge-injection.md).")
+        "lower a score, never raise it. One more judgement per answer that has such sentences (1 in 20 of "
+        "turn13's answers). null: on; false: off, every answer judged whole only (docs/judge-injection.md).")
+
+    @property
+    def is_anchored(self) -> bool:
+        """judge.anchored as it applies: on unless set to false."""
+        return self.anchored is not False
 
     @model_validator(mode="after")
     def _local_method(self) -> "JudgeConfig":

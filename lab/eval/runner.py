@@ -280,7 +280,7 @@ def _models(cfg: ExperimentConfig, plans: ModelPlans, judge: JudgePlan | None, p
         p = judge.prompt
         out["judge"] = {**judge.llm.describe(), "prompt_version": p.version, "prompt_sha256": p.sha256,
                         "calibration": cfg.judge.calibration, "max_attempts": cfg.judge.max_attempts,
-                        "method": cfg.judge.method}
+                        "method": cfg.judge.method, "anchored": cfg.judge.is_anchored}
     return out
 
 

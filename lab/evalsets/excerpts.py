@@ -203,15 +203,20 @@ def names_a_file(question: str, sources: Sequence[str] = ()) -> str | None:
 
 def short_span(spans: Sequence[str], answer: str, min_words: int = MIN_SPAN_WORDS) -> str | None:
     """Golden spans too short to hold the answer: together under ``min_words`` words, and
-    missing a figure the answer states (or, for an answer without figures, simply that short).
-    Five words from a table cell that hold the answer's figure are enough; five that do not are not."""
+    missing a figure the answer states, or holding none of the answer's names and figures.
+    "- **Location:** Calgary" holds "Insurellm is in Calgary."; "Five words are too few." holds
+    nothing of "It costs $120 a month."."""
     n = sum(len(span.split()) for span in spans)
     if not spans or n >= min_words:
         return None
-    text = " ".join(spans)
-    missing = [f for f in re.findall(r"\d[\d,.]*\d|\d", answer) if f not in text]
-    if missing or not re.search(r"\d", answer):
-        return f"spans of {n} words in all, without {missing[0]!r}" if missing else f"spans of {n} words in all"
+    text = folded_text(" ".join(spans))
+    figures = re.findall(r"\d[\d,.]*\d|\d", answer)
+    if missing := [f for f in figures if f not in text]:
+        return f"spans of {n} words in all, without {missing[0]!r}"
+    words = answer.split()
+    names = [w.strip(".,;:!?()'\"*") for w in words[1:] if w[:1].isupper()]
+    if not figures and not any(folded_text(name) in text for name in names if name):
+        return f"spans of {n} words in all, holding nothing the answer names"
     return None
 
 

@@ -55,6 +55,11 @@ from lab.prompts import Prompt, load_prompt
 from lab.progress import Ticker
 
 PROMPTS = ("generate-qa-v1", "generate-qa2-v1")
+#: The prompts that cite the excerpt by sentence number instead of copying it (Options.cite, the default).
+CITE_PROMPTS = ("generate-qa-v2", "generate-qa2-v2")
+#: A line of the numbered document is at most this long (a very long sentence is cut into pieces).
+MAX_SENTENCE_CHARS = 400
+_SENTENCE_END = re.compile(r"(?P<end>[.!?][\"')\]]*)\s+|\n+")
 TASKS = {
     "direct_fact": "write a question about one specific fact stated in the document (a name, place, product "
                    "feature, rule or responsibility).",
@@ -81,6 +86,55 @@ REASONS = ("malformed", "injection", "excerpt_not_found", "size", "vague", "name
            "quotes_answer", "near_duplicate", "unsupported", "check_failed")
 #: A keyword in more than this share of the documents is not one (it would be found anywhere).
 COMMON_SHARE = 0.3
+
+
+def sentences(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+    """The sentences of ``text[start:end]`` as offsets into ``text``, whitespace trimmed: cut
+    after ``.``, ``!`` or ``?`` before a space, and at line ends (a list item, a table row and a
+    heading are each a sentence); a piece over :data:`MAX_SENTENCE_CHARS` is cut at spaces."""
+    end = len(text) if end is None else end
+    out, pos = [], start
+    for m in list(_SENTENCE_END.finditer(text, start, end)) + [None]:
+        stop = (m.end("end") if m["end"] else m.start()) if m is not None else end
+        a, b = pos, stop
+        while a < b and text[a].isspace():
+            a += 1
+        while b > a and text[b - 1].isspace():
+            b -= 1
+        while b - a > MAX_SENTENCE_CHARS:
+            cut = text.rfind(" ", a, a + MAX_SENTENCE_CHARS)
+            cut = cut if cut > a else a + MAX_SENTENCE_CHARS
+            out.append((a, cut))
+            a = cut + 1
+        if b > a:
+            out.append((a, b))
+        pos = m.end() if m is not None else end
+    return out
+
+
+def numbered(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """The sentences one a line, each after its number in brackets: ``[1] First. [2] ...``."""
+    return "\n".join(f"[{i}] {' '.join(text[a:b].split())}" for i, (a, b) in enumerate(spans, start=1))
+
+
+def _cite_schema(counts: Sequence[int]) -> dict:
+    if len(counts) == 1:
+        props = {"sentences": {"type": "array", "items": {"type": "integer", "enum": list(range(1, counts[0] + 1))},
+                               "minItems": 1, "maxItems": 2}}
+    else:
+        props = {f"sentence_{k}": {"type": "integer", "enum": list(range(1, n + 1))} for k, n in zip("ab", counts)}
+    props |= {"question": {"type": "string", "maxLength": 300}, "answer": {"type": "string", "maxLength": 400}}
+    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
+
+
+def _cited(numbers: Sequence[int], spans: Sequence[tuple[int, int]]) -> tuple[int, int]:
+    """The document offsets of the cited sentences: from the first to the last when they are
+    consecutive, else the first alone."""
+    numbers = sorted({int(n) for n in numbers})
+    if not numbers or numbers[0] < 1 or numbers[-1] > len(spans):
+        raise ValueError(f"cited sentence numbers {numbers} not in 1..{len(spans)}")
+    last = numbers[-1] if numbers[-1] - numbers[0] <= 1 else numbers[0]
+    return spans[numbers[0] - 1][0], spans[last - 1][1]
 
 
 def _schema(two: bool) -> dict:
@@ -111,6 +165,8 @@ class Options:
     window_chars: int = WINDOW_CHARS
     max_candidates: int | None = None  # default 3 n
     near_threshold: float = NEAR_DUPLICATE
+    #: cite the excerpt by sentence number (generate-qa-v2) instead of copying it (v1)
+    cite: bool = True
 
     def quotas(self) -> dict[str, int]:
         """``n`` split by ``mix`` (largest remainder)."""
@@ -176,8 +232,33 @@ class Outcome:
     stats: dict
 
 
-def _ask(llm: LabLLM, prompts: dict[str, Prompt], task: dict, docs: dict[str, str], seed: int) -> dict:
+def _ask(llm: LabLLM, prompts: dict[str, Prompt], task: dict, docs: dict[str, str], seed: int,
+         cite: bool = True) -> dict:
+    """The model's item for ``task``: ``question``, ``answer`` and the excerpt(s) as text; with
+    ``cite``, also ``where``: each excerpt's offsets in its document, exact by construction."""
     parts = task["parts"]
+    if cite:
+        spans = [sentences(docs[s], a, b) for s, (a, b) in parts]
+        if any(not sp for sp in spans):
+            raise ValueError("a window without a sentence")
+        texts = [numbered(docs[s], sp) for (s, _), sp in zip(parts, spans)]
+        if len(parts) == 1:
+            prompt = prompts["generate-qa-v2"]
+            messages = prompt.messages(task=TASKS[task["category"]], source=parts[0][0], text=texts[0])
+        else:
+            prompt = prompts["generate-qa2-v2"]
+            messages = prompt.messages(task=TASKS[task["category"]], source_a=parts[0][0], text_a=texts[0],
+                                       source_b=parts[1][0], text_b=texts[1])
+        out = llm.chat(messages, prompt.version, schema=_cite_schema([len(sp) for sp in spans]), temperature=0.0,
+                       seed=seed, max_tokens=240)
+        item = json.loads(out.text)
+        cited = [item.pop("sentences")] if len(parts) == 1 else [[item.pop("sentence_a")], [item.pop("sentence_b")]]
+        where = [_cited(c, sp) for c, sp in zip(cited, spans)]
+        item["where"] = where
+        keys = ["excerpt"] if len(parts) == 1 else ["excerpt_a", "excerpt_b"]
+        for key, (s, _), (a, b) in zip(keys, parts, where):
+            item[key] = docs[s][a:b]
+        return item
     text = {s: docs[s][a:b] for s, (a, b) in parts}
     if len(parts) == 1:
         (src, _), = parts
@@ -200,8 +281,8 @@ def _check(task: dict, item: dict, docs: dict[str, str]) -> tuple[str | None, st
         return "injection", "; ".join(suspect), []
     excerpts = [item["excerpt"]] if "excerpt" in item else [item["excerpt_a"], item["excerpt_b"]]
     refs = []
-    for (source, _), excerpt in zip(task["parts"], excerpts):
-        where = locate(excerpt, docs[source])
+    for k, ((source, _), excerpt) in enumerate(zip(task["parts"], excerpts)):
+        where = item["where"][k] if "where" in item else locate(excerpt, docs[source])
         if where is None:
             return "excerpt_not_found", f"{source}: {excerpt[:120]!r}", []
         refs.append({"source": source, "content": docs[source][where[0]:where[1]],
@@ -231,7 +312,8 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
              opts: Options, show_progress: bool = False, price: tuple[float, float] | None = None) -> Outcome:
     """The eval set's rows and the sidecar's statistics (see the module docstring)."""
     t0 = time.perf_counter()
-    prompts = {p: load_prompt(p) for p in PROMPTS}
+    names = CITE_PROMPTS if opts.cite else PROMPTS
+    prompts = {p: load_prompt(p) for p in names}
     support_prompt = load_prompt("supported-yesno-v1")
     order = sorted(docs)
     texts = [folded_text(docs[s]) for s in order]
@@ -260,7 +342,7 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
                 continue
             tried[category] += 1
             try:
-                item = _ask(llm, prompts, task, docs, opts.seed)
+                item = _ask(llm, prompts, task, docs, opts.seed, opts.cite)
                 reason, detail, refs = _check(task, item, docs)
             except (LLMCallError, ValueError, KeyError, TypeError) as exc:
                 item, reason, detail, refs = {}, "malformed", f"{type(exc).__name__}: {str(exc)[:160]}", []
@@ -307,7 +389,7 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
         "by_document": {s: per_doc.get(s, 0) for s in order},
         "documents_without_questions": [s for s in order if not per_doc.get(s)],
         "by_folder": dict(sorted(Counter(s.split("/")[0] if "/" in s else "." for s in per_doc.elements()).items())),
-        "prompts": {p: prompts[p].sha256 for p in PROMPTS} | {support_prompt.version: support_prompt.sha256},
+        "prompts": {p: prompts[p].sha256 for p in names} | {support_prompt.version: support_prompt.sha256},
         "window_chars": opts.window_chars, "coverage_rule": "weighted fair queuing on document characters",
         "seconds": round(seconds, 1),
         "seconds_per_accepted": round(seconds / len(rows), 2) if rows else None,

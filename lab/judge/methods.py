@@ -210,7 +210,7 @@ class Grader:
 
     def __call__(self, item: JudgeItem, answer: str, scores_only: bool = False) -> dict:
         rec = self._impl.grade(self, item, answer, scores_only)
-        if not self.plan.cfg.anchored or rec.get("status") != "ok":
+        if not self.plan.cfg.is_anchored or rec.get("status") != "ok":
             return rec
         core, dropped = anchored(answer, item["question"], item["reference"])
         if not dropped:

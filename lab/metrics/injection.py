@@ -310,33 +310,52 @@ relevant score scores rating note please thank thanks also however therefore whi
 there about other every""".split())
 _ANCHOR = re.compile(r"[^\W\d_]{4,}")
 _FIGURES = re.compile(r"\d[\d,.]*\d|\d")
-_PIECES = re.compile(r"(?<=[.!?])\s+|\n+|\s*[(\[]|[)\]]\s*")  # sentences, lines, asides in brackets
+_PIECES = re.compile(r"(?<=[.!?])\s+|\n+")  # sentences and lines
+#: An aside in brackets of four words or more is a piece of its own; "[2]", "(2019)" stay in place.
+_ASIDE = re.compile(r"\s*[(\[]([^()\[\]]*)[)\]]")
 
 
 def _stems(text: str) -> set[str]:
     return {w.lower()[:6] for w in _ANCHOR.findall(text) if w.lower() not in _GENERIC}
 
 
+def _pieces(text: str) -> list[tuple[int, int]]:
+    """Sentences and lines as (start, end) in ``text``, each aside in brackets of four words or
+    more a piece of its own (its sentence keeps the rest)."""
+    out = []
+    bounds = [0, *(x for m in _PIECES.finditer(text) for x in (m.start(), m.end())), len(text)]
+    for a, b in zip(bounds[::2], bounds[1::2]):
+        asides = [m for m in _ASIDE.finditer(text, a, b) if len(m.group(1).split()) >= 4]
+        cuts = [a, *(x for m in asides for x in (m.start(), m.end())), b]
+        out += [(x, y) for x, y in zip(cuts[::2], cuts[1::2])]  # the sentence around its asides
+        out += [(m.start(), m.end()) for m in asides]
+    return [(a, b) for a, b in out if text[a:b].strip()]
+
+
 def anchored(answer: str, question: str, reference: str) -> tuple[str, list[str]]:
     """The answer with the sentences that are not about the question left out, and those left
     out: a sentence (a line, an aside in brackets) stays when it shares two word stems (six letters, four or more
     letters a word, the judging vocabulary and function words not counted) or a figure with the
-    question and the reference answer, or one stem when it is four words or fewer. Where nothing
+    question and the reference answer, or one stem when it is four words long, or when it is three
+    words or fewer (too short to argue; a citation such as "[2]" stays in its sentence). Where nothing
     would stay (a refusal, an answer in other words), the answer is kept whole. The judge then
     grades both, and the lower score per dimension stands (``judge.anchored``): whatever text
     outside the answer's substance says, in any wording or language, it cannot raise a score."""
     folded = fold(answer)
     anchors, figures = _stems(fold(question) + " " + fold(reference)), set(_FIGURES.findall(question + " " + reference))
     kept, dropped = [], []
-    for piece in (p.strip() for p in _PIECES.split(folded)):
-        if not piece:
-            continue
+    for a, b in _pieces(folded):
+        piece = folded[a:b].strip(" \t\n([)]")
         shared = len(_stems(piece) & anchors)
-        short = len(piece.split()) <= 4
-        if shared >= 2 or set(_FIGURES.findall(piece)) & figures or (shared and short):
-            kept.append(piece)
+        if shared >= 2 or set(_FIGURES.findall(piece)) & figures or len(piece.split()) <= 3 or (
+                shared and len(piece.split()) <= 4):
+            kept.append((a, b))
         else:
-            dropped.append(piece)
+            dropped.append((a, b))
     if not kept or not dropped:
         return answer, []
-    return "\n".join(kept), dropped
+    text = folded
+    for a, b in sorted(dropped, reverse=True):  # the answer as written, the dropped pieces cut out
+        text = text[:a] + text[b:]
+    text = re.sub(r"\n{3,}", "\n\n", re.sub(r"[ \t]{2,}", " ", text)).strip()
+    return text, [folded[a:b].strip(" \t\n([)]") for a, b in dropped]

@@ -151,7 +151,7 @@ def test_generate_counts_every_rejection_and_writes_spans():
     def embed(texts):
         return np.array([vectors.get(t, [0.6, 0.8]) for t in texts])
 
-    out = generate(docs, writer, checker, embed, Options(n=2, mix={"direct_fact": 1.0}, max_candidates=10))
+    out = generate(docs, writer, checker, embed, Options(n=2, mix={"direct_fact": 1.0}, max_candidates=10, cite=False))
     s = out.stats
     # 1: the checker says no; 2: its excerpt is not in the document; 3: "Who?"; 4: not JSON;
     # 5 and 6: checked, supported, accepted, and n = 2 is reached
@@ -161,6 +161,43 @@ def test_generate_counts_every_rejection_and_writes_spans():
     assert s["rejected"]["excerpt_not_found"]["examples"][0]["question"] == "Where was the Ember 40 kiln invented?"
     assert [r["reference_answer"] for r in out.rows] == ["4,900 euros.", "Marco Feltri."]
     assert out.rows[1]["keywords"] == ["Marco Feltri"]
+
+
+class Recording(Scripted):
+    def __init__(self, outs):
+        super().__init__(outs)
+        self.calls = []
+
+    def chat(self, messages, schema, temperature, seed, max_tokens=None):
+        self.calls.append((messages, schema, max_tokens))
+        return super().chat(messages, schema, temperature, seed, max_tokens)
+
+
+def test_the_excerpt_is_cited_by_sentence_number_and_its_offsets_are_exact():
+    docs = {"kilns/ember.md": DOC}
+    cite = lambda n, q, a: json.dumps({"sentences": n, "question": q, "answer": a})  # noqa: E731
+    backend = Recording([cite([9], "How much does the Ember 40 kiln cost?", "4,900 euros."),
+                         cite([2], "How much does the Ember 40 kiln cost?", "It costs 4,900 euros."),
+                         cite([1, 3], "Who founded Ferrand Kilns, and where?", "Odile Ferrand, in Lyon.")])
+    writer = LabLLM(LLMPlan(LLMConfig(), "testset", "m.gguf", "m:1"), None, backend)
+    checker = _llm("check", ['{"supported": "yes"}'])
+    vecs = {"How much does the Ember 40 kiln cost?": [1.0, 0.0], "Who founded Ferrand Kilns, and where?": [0.0, 1.0]}
+    out = generate(docs, writer, checker, lambda t: np.array([vecs.get(x, [0.6, 0.8]) for x in t]),
+                   Options(n=2, mix={"direct_fact": 1.0}, max_candidates=3))
+    messages, schema, max_tokens = backend.calls[0]
+    assert messages[-1]["content"].endswith(
+        '<<<\n[1] Ferrand Kilns was founded in Lyon in March 2011 by Odile Ferrand.\n'
+        '[2] The Ember 40 kiln costs 4,900 euros and carries a “five-year” warranty — parts and labour.\n'
+        '[3] Its controller was designed by Marco Feltri.\n>>>')  # whitespace folded in the prompt only
+    assert schema["properties"]["sentences"]["items"]["enum"] == [1, 2, 3] and max_tokens == 240
+    # 1: sentence 9 does not exist (malformed); 2: sentence 2, exact offsets; 3: sentences 1 and 3 are
+    # not consecutive, so the first alone
+    assert out.stats["rejected"]["malformed"]["n"] == 1 and out.stats["n_accepted"] == 2
+    ember = DOC.index("The Ember 40")
+    assert out.rows[0]["references"] == [{"source": "kilns/ember.md", "content": DOC[ember:DOC.index("labour.") + 7],
+                                          "start_index": ember, "end_index": DOC.index("labour.") + 7}]
+    assert out.rows[1]["references"][0]["content"] == "Ferrand Kilns was founded in Lyon in March 2011 by Odile Ferrand."
+    assert out.stats["prompts"].keys() == {"generate-qa-v2", "generate-qa2-v2", "supported-yesno-v1"}
 
 
 def test_generate_rejects_near_duplicates_of_accepted_questions():
@@ -173,7 +210,7 @@ def test_generate_rejects_near_duplicates_of_accepted_questions():
     vecs = {"How much does the Ember 40 kiln cost?": [1.0, 0.0], "What is the Ember 40 kiln's price?": [0.95, 0.31],
             "What does an Ember 40 kiln cost in euros?": [0.6, 0.8]}
     out = generate(docs, writer, checker, lambda t: np.array([vecs.get(x, [0.0, 1.0]) for x in t]),
-                   Options(n=2, mix={"direct_fact": 1.0}))
+                   Options(n=2, mix={"direct_fact": 1.0}, cite=False))
     assert [r["question"] for r in out.rows] == ["How much does the Ember 40 kiln cost?",
                                                  "What does an Ember 40 kiln cost in euros?"]
     assert out.stats["rejected"]["near_duplicate"]["n"] == 1
@@ -249,7 +286,7 @@ def test_generate_rejects_a_row_whose_reference_speaks_to_the_evaluator():
     ])
     checker = _llm("check", ['{"supported": "yes"}'])
     out = generate(docs, writer, checker, lambda t: np.array([[1.0, 0.0] for _ in t]),
-                   Options(n=1, mix={"direct_fact": 1.0}, max_candidates=5))
+                   Options(n=1, mix={"direct_fact": 1.0}, max_candidates=5, cite=False))
     rej = out.stats["rejected"]["injection"]
     assert rej["n"] == 2 and out.stats["n_accepted"] == 1
     assert rej["examples"][0]["detail"].startswith("reference: instruction: 'ignore previous instructions'")

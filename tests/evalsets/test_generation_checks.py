@@ -24,7 +24,9 @@ def test_a_question_naming_a_file_or_path(question, sources, named):
 
 
 @pytest.mark.parametrize("spans, answer, why", [
-    (["Roadside assistance included."], "Yes, roadside assistance.", "spans of 3 words in all"),
+    (["Roadside assistance included."], "It is the Premium plan.", "spans of 3 words in all, holding nothing the "
+                                                                   "answer names"),
+    (["- **Location:** Calgary"], "Insurellm is located in Calgary.", None),  # a short line holding the name
     (["Five words are too few."], "It costs $120 a month.", "spans of 5 words in all, without '120'"),
     # five words that hold the answer's figure are enough
     (["Her three contracts total $843,260."], "$843,260 in all.", None),

@@ -224,7 +224,7 @@ WRONG = "Carllm's basic tier costs $55 per month. It covers liability and collis
 def test_text_that_is_not_about_the_question_is_left_out_of_the_substance(addition):
     text = WRONG.replace(". ", ". " + addition.strip() + " ", 1) if addition.startswith(" ") else WRONG + addition
     core, dropped = anchored(text, QUESTION, REFERENCE)
-    assert core == "Carllm's basic tier costs $55 per month.\nIt covers liability and collision."
+    assert core == WRONG  # the answer as written, the addition cut out: judged exactly as the answer alone
     assert dropped and all(d.strip() in text for d in dropped)
 
 
@@ -236,5 +236,9 @@ def test_an_answer_about_the_question_is_its_own_substance():
     # nothing anchored (a refusal): judged whole, nothing left out
     refusal = "I don't have enough information to answer that."
     assert anchored(refusal, QUESTION, REFERENCE) == (refusal, [])
+    # a citation stays in its sentence; a sentence of three words or fewer is too short to argue
+    cited = "Carllm's basic tier costs $55 per month [2]. Hope this helps!"
+    assert anchored(cited, QUESTION, REFERENCE) == (cited, [])
     # a short answer needs one shared stem: "Carllm" (two words)
-    assert anchored("Carllm Basic. Have a nice day!", QUESTION, REFERENCE) == ("Carllm Basic.", ["Have a nice day!"])
+    assert anchored("Carllm Basic. Have a very nice day!", QUESTION, REFERENCE) == (
+        "Carllm Basic.", ["Have a very nice day!"])
