@@ -1,16 +1,16 @@
 """Eval-set generation speed: accepted questions per minute, the acceptance rate, and the lab
 against raw llama-cpp-python replaying the same calls.
 
-    .venv/bin/python bench/generate.py [--kb DIR] [--n 10] [--smoke] [--copy] [--no-replay]
+    .venv/bin/python bench/generate.py [--kb DIR] [--n 10] [--smoke] [--cite] [--no-replay] [--out FILE]
 
 Runs :func:`lab.evalsets.generate.generate` with an empty LLM cache (every call computed; the
 embedding cache is the lab's own) over ``--kb`` (default: the InsureLLM knowledge base), then
 replays every recorded call, question writer's and checker's, through a raw ``Llama`` with the
 same parameters. Prints accepted, candidates, acceptance, accepted questions per minute, the
 seconds of both and their ratio (goal <= 1.2: the lab's loop, filters and embeddings add little
-to the model's time) and the tokens the model wrote per accepted question. ``--copy``: the excerpt
-copied word for word (``generate-qa-v1``) instead of cited by sentence number (``generate-qa-v2``,
-the default), to compare the two. ``--smoke``: SmolLM2 on the test fixture's knowledge base, 2
+to the model's time) and the tokens the model wrote per accepted question. ``--cite``: the
+excerpt cited by sentence number (``generate-qa-v2``, ``lab generate --cite``) instead of copied
+word for word (``generate-qa-v1``, the default), to compare the two. ``--smoke``: SmolLM2 on the test fixture's knowledge base, 2
 candidates.
 """
 
@@ -50,8 +50,8 @@ def main() -> int:
     ap.add_argument("--kb", type=Path, default=None)
     ap.add_argument("--n", type=int, default=None, help="questions wanted (default 10)")
     ap.add_argument("--smoke", action="store_true", help="SmolLM2, the fixture's kb, 2 candidates")
-    ap.add_argument("--copy", action="store_true",
-                    help="the excerpt copied word for word (generate-qa-v1), not cited by sentence number (v2)")
+    ap.add_argument("--cite", action="store_true",
+                    help="the excerpt cited by sentence number (generate-qa-v2), not copied word for word (v1)")
     ap.add_argument("--no-replay", action="store_true", help="skip the raw llama.cpp replay (accepted per minute only)")
     ap.add_argument("--out", type=Path, help="also write the accepted rows here (JSONL), to read them")
     args = ap.parse_args()
@@ -74,7 +74,7 @@ def main() -> int:
         writer, checker = (LabLLM(p, cache, b) for p, b in zip(plans, backends))
         t0 = time.perf_counter()
         out = generate(docs, writer, checker, lambda t: embedder.encode(list(t), ""),
-                       Options(n=n, max_candidates=2 if args.smoke else None, cite=not args.copy))
+                       Options(n=n, max_candidates=2 if args.smoke else None, cite=args.cite))
         lab_s = time.perf_counter() - t0
     s = out.stats
     if args.out:
@@ -83,7 +83,7 @@ def main() -> int:
     per_min = 60 * s["n_accepted"] / lab_s
     tokens = sum(u["completion_tokens"] for u in s["usage"].values() if u)
     print(f"{s['n_accepted']} accepted of {s['candidates']} candidates ({100 * s['acceptance_rate']:.0f}%) "
-          f"from {len(docs)} documents; model {model}; excerpts {'copied (v1)' if args.copy else 'cited (v2)'}")
+          f"from {len(docs)} documents; model {model}; excerpts {'cited (v2)' if args.cite else 'copied (v1)'}")
     print(f"accepted per minute {per_min:.2f}; lab {lab_s:.1f} s; {tokens} tokens written, "
           f"{tokens / max(1, s['n_accepted']):.0f} per accepted question")
     if args.no_replay:

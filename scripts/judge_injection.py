@@ -70,7 +70,8 @@ def main() -> int:
     ap.add_argument("--per-phrasing", type=int, default=2, help="questions each phrasing is injected into")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--anchored", action="store_true",
-                    help="judge with judge.anchored (the lower of the whole answer's and its substance's scores)")
+                    help="judge with judge.anchored (the lower of the whole answer's and its substance's scores); "
+                         "without it every answer is judged whole, the model alone")
     ap.add_argument("--injections", type=Path, default=INJECTIONS_FILE,
                     help="the phrasings (default: lab/judge/injections.jsonl; the blind sets are "
                          "lab/judge/injections-holdout.jsonl and lab/judge/injections-blind2.jsonl)")
@@ -103,7 +104,7 @@ def main() -> int:
     outs = {}
     for prompt in args.prompts:
         cfg = load_experiment(args.config, ROOT / "experiments",
-                              {"judge": {"prompt": prompt, **({"anchored": True} if args.anchored else {})}})
+                              {"judge": {"prompt": prompt, "anchored": bool(args.anchored)}})  # whole only unless asked
         plan = resolve_judge(cfg.judge, ROOT)
         llm = build_llm(plan.llm, cache_root(None))
         for method in args.methods:

@@ -239,3 +239,45 @@ def near_duplicate_pairs(vectors: np.ndarray, threshold: float = NEAR_DUPLICATE)
     sims = v @ v.T
     i, j = np.nonzero(np.triu(sims >= threshold, k=1))
     return [(int(a), int(b), float(sims[a, b])) for a, b in zip(i, j)]
+
+
+# -- the numbered document of generate-qa-v2 ------------------------------------------------------
+
+#: A line of the numbered document is at most this long (a very long sentence is cut into pieces).
+MAX_SENTENCE_CHARS = 400
+_SENTENCE_END = re.compile(r"(?P<end>[.!?][\"')\]]*)\s+|\n+")
+#: What ends in a full stop without ending a sentence: a list number, a short abbreviation.
+_LIST = re.compile(r"(?:[-*]\s*)?(?:\d{1,3}|[a-zA-Z])[.)]")
+_ABBREV = re.compile(r"(?<![^\s(])(?:e\.g|i\.e|etc|vs|no|nr|approx|incl|dr|mr|mrs|ms|st)\.$", re.I)
+
+
+def sentences(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+    """The sentences of ``text[start:end]`` as offsets into ``text``, whitespace trimmed: cut
+    after ``.``, ``!`` or ``?`` before a space, and at line ends (a list item, a table row and a
+    heading are each a sentence); a piece over :data:`MAX_SENTENCE_CHARS` is cut at spaces."""
+    end = len(text) if end is None else end
+    out, pos = [], start
+    for m in list(_SENTENCE_END.finditer(text, start, end)) + [None]:
+        if m is not None and m["end"] and (_LIST.fullmatch(text[pos:m.end("end")].strip()) or _ABBREV.search(
+                text[pos:m.end("end")])):
+            continue  # "1." opening a list item, "e.g." or "No." ends no sentence
+        stop = (m.end("end") if m["end"] else m.start()) if m is not None else end
+        a, b = pos, stop
+        while a < b and text[a].isspace():
+            a += 1
+        while b > a and text[b - 1].isspace():
+            b -= 1
+        while b - a > MAX_SENTENCE_CHARS:
+            cut = text.rfind(" ", a, a + MAX_SENTENCE_CHARS)
+            cut = cut if cut > a else a + MAX_SENTENCE_CHARS
+            out.append((a, cut))
+            a = cut + 1
+        if b > a:
+            out.append((a, b))
+        pos = m.end() if m is not None else end
+    return out
+
+
+def numbered(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    """The sentences one a line, each after its number in brackets: ``[1] First. [2] ...``."""
+    return "\n".join(f"[{i}] {' '.join(text[a:b].split())}" for i, (a, b) in enumerate(spans, start=1))

@@ -309,6 +309,7 @@ _GENERIC = _ENGLISH | frozenset("""answer answers reply response question refere
 relevant score scores rating note please thank thanks also however therefore which would could should their
 there about other every""".split())
 _ANCHOR = re.compile(r"[^\W\d_]{4,}")
+_CITATION = re.compile(r"\[\d+(?:,\s*\d+)*\]")  # the answer citing its passages: "[2]", "[1, 3]"
 _FIGURES = re.compile(r"\d[\d,.]*\d|\d")
 _PIECES = re.compile(r"(?<=[.!?])\s+|\n+")  # sentences and lines
 #: An aside in brackets of four words or more is a piece of its own; "[2]", "(2019)" stay in place.
@@ -337,7 +338,7 @@ def anchored(answer: str, question: str, reference: str) -> tuple[str, list[str]
     out: a sentence (a line, an aside in brackets) stays when it shares two word stems (six letters, four or more
     letters a word, the judging vocabulary and function words not counted) or a figure with the
     question and the reference answer, or one stem when it is four words long, or when it is three
-    words or fewer (too short to argue; a citation such as "[2]" stays in its sentence). Where nothing
+    words or fewer (too short to argue), or when it cites a passage ("This is stated in [2]."). Where nothing
     would stay (a refusal, an answer in other words), the answer is kept whole. The judge then
     grades both, and the lower score per dimension stands (``judge.anchored``): whatever text
     outside the answer's substance says, in any wording or language, it cannot raise a score."""
@@ -348,7 +349,7 @@ def anchored(answer: str, question: str, reference: str) -> tuple[str, list[str]
         piece = folded[a:b].strip(" \t\n([)]")
         shared = len(_stems(piece) & anchors)
         if shared >= 2 or set(_FIGURES.findall(piece)) & figures or len(piece.split()) <= 3 or (
-                shared and len(piece.split()) <= 4):
+                shared and len(piece.split()) <= 4) or _CITATION.search(piece):
             kept.append((a, b))
         else:
             dropped.append((a, b))

@@ -16,7 +16,7 @@ def test_generate_bench_smoke():
                          text=True, timeout=900)
     assert out.returncode == 0, out.stderr
     m = re.search(r"^(\d+) accepted of (\d+) candidates \((\d+)%\) from 4 documents; model smollm2-135m-instruct; "
-                  r"excerpts cited \(v2\)$", out.stdout, re.M)
+                  r"excerpts copied \(v1\)$", out.stdout, re.M)
     assert m and 1 <= int(m.group(2)) <= 2 and int(m.group(1)) <= 1, out.stdout  # n 1, at most 2 candidates
     m = re.search(r"^accepted per minute ([\d.]+); lab ([\d.]+) s; (\d+) tokens written, (\d+) per accepted question$",
                   out.stdout, re.M)

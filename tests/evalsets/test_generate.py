@@ -183,7 +183,7 @@ def test_the_excerpt_is_cited_by_sentence_number_and_its_offsets_are_exact():
     checker = _llm("check", ['{"supported": "yes"}'])
     vecs = {"How much does the Ember 40 kiln cost?": [1.0, 0.0], "Who founded Ferrand Kilns, and where?": [0.0, 1.0]}
     out = generate(docs, writer, checker, lambda t: np.array([vecs.get(x, [0.6, 0.8]) for x in t]),
-                   Options(n=2, mix={"direct_fact": 1.0}, max_candidates=3))
+                   Options(n=2, mix={"direct_fact": 1.0}, max_candidates=3, cite=True))
     messages, schema, max_tokens = backend.calls[0]
     assert messages[-1]["content"].endswith(
         '<<<\n[1] Ferrand Kilns was founded in Lyon in March 2011 by Odile Ferrand.\n'

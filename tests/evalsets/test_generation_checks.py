@@ -70,3 +70,22 @@ def test_the_checks_reject_with_their_reason(category, item, reason):
     got, _, _ = _check(task, item, {"products/carllm.md": DOC})
     assert got == reason
     assert reason is None or reason in REASONS
+
+
+def test_the_numbered_document_is_cut_into_sentences_lines_and_list_items():
+    from lab.evalsets.excerpts import numbered, sentences
+
+    text = ("Metropolitan Life Group will receive the complete suite:\n\n"
+            "1. **Unlimited Policy Administration:** No capacity restrictions. It scales.\n"
+            "2. White-Label Platform: branding, e.g. custom domains.\nNo. 5 is here. It costs 5. Next one.")
+    spans = sentences(text)
+    assert numbered(text, spans).splitlines() == [
+        "[1] Metropolitan Life Group will receive the complete suite:",
+        "[2] 1. **Unlimited Policy Administration:** No capacity restrictions.",  # "1." opens the item
+        "[3] It scales.",
+        "[4] 2. White-Label Platform: branding, e.g. custom domains.",  # "e.g." ends no sentence
+        "[5] No. 5 is here.",
+        "[6] It costs 5.",
+        "[7] Next one.",
+    ]
+    assert all(text[a:b] == text[a:b].strip() for a, b in spans)  # offsets into the text, trimmed

@@ -237,7 +237,7 @@ def test_an_answer_about_the_question_is_its_own_substance():
     refusal = "I don't have enough information to answer that."
     assert anchored(refusal, QUESTION, REFERENCE) == (refusal, [])
     # a citation stays in its sentence; a sentence of three words or fewer is too short to argue
-    cited = "Carllm's basic tier costs $55 per month [2]. Hope this helps!"
+    cited = "Carllm's basic tier costs $55 per month [2]. This is stated in the passages [1, 2]. Hope this helps!"
     assert anchored(cited, QUESTION, REFERENCE) == (cited, [])
     # a short answer needs one shared stem: "Carllm" (two words)
     assert anchored("Carllm Basic. Have a very nice day!", QUESTION, REFERENCE) == (
