@@ -22,8 +22,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from lab.evalsets.evalset import EvalRow, Reference, same_text
-from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, locate, names_a_file, near_duplicate_pairs,
-                                   short_span, size_problem)
+from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, heading_span, locate, names_a_file,
+                                   near_duplicate_pairs, short_span, size_problem)
 from lab.evalsets.twins import find_twins
 from lab.metrics.aggregate import SMALL_CATEGORY
 from lab.metrics.retrieval import folded
@@ -257,6 +257,8 @@ def _doubt(row: EvalRow) -> str | None:
     if (name := names_a_file(row.question, [r.source for r in refs])) is not None:
         return f"the question names a file or path: {name}"
     if (why := short_span([r.content for r in refs if r.content], row.reference_answer)) is not None:
+        return why
+    if (why := heading_span([r.content for r in refs if r.content])) is not None:
         return why
     return contradicts_category(row.category, row.reference_answer)
 

@@ -220,6 +220,17 @@ def short_span(spans: Sequence[str], answer: str, min_words: int = MIN_SPAN_WORD
     return None
 
 
+def heading_span(spans: Sequence[str]) -> str | None:
+    """A golden span that only introduces what follows: a heading (``## Features``) or a line
+    ending in a colon ("SafeHaven will receive the complete Homellm Enterprise suite:"). The
+    answer is in the lines after it, which the span does not hold."""
+    for span in spans:
+        text = span.strip().rstrip("*_ ")
+        if text.endswith(":") or text.startswith("#"):
+            return f"a span that only introduces what follows: {span.strip()[:80]!r}"
+    return None
+
+
 def contradicts_category(category: str, answer: str) -> str | None:
     """Why the answer cannot belong to ``category``: a ``numerical`` answer without a number, a
     ``temporal`` one without a date, year, month or period."""

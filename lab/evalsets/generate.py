@@ -14,7 +14,8 @@ How a question is made (one LLM call, then checks, cheapest first):
    to an evaluator or model (``injection``: an instruction, a verdict, a role marker;
    :func:`lab.metrics.injection.scan`), trivial or over-long items, vague questions ("this
    contract", "the document"), questions that name a file or path (``names_file``), spans too
-   short to hold an answer (under 6 words, ``short_span``), answers their category contradicts
+   short to hold an answer (under 6 words, ``short_span``), spans that only introduce what follows
+   (a heading, a line ending in a colon: ``heading_span``), answers their category contradicts
    (a ``numerical`` answer with no number, a ``temporal`` one with no date or period:
    ``category``), questions that quote their own excerpt, near-duplicates of an accepted question (embedding cosine >= 0.92), and answers
    the excerpts do not support (the yes/no check of :mod:`lab.evalsets.grounding`).
@@ -46,8 +47,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, derive_keywords, folded_text, locate,
-                                   names_a_file, numbered, quotes_own_answer, sentences, short_span, size_problem,
-                                   vague)
+                                   heading_span, names_a_file, numbered, quotes_own_answer, sentences, short_span,
+                                   size_problem, vague)
 from lab.evalsets.grounding import supported
 from lab.metrics.injection import suspect_reasons
 from lab.errors import LabError
@@ -80,7 +81,8 @@ WINDOW_CHARS = 1500
 _FIGURE = re.compile(r"\d")
 _DATE = re.compile(r"\b(1[89]|20)\d\d\b")
 _WANTS = {"numerical": _FIGURE, "temporal": _DATE}
-REASONS = ("malformed", "injection", "excerpt_not_found", "size", "vague", "names_file", "short_span", "category",
+REASONS = ("malformed", "injection", "excerpt_not_found", "size", "vague", "names_file", "short_span", "heading_span",
+           "category",
            "quotes_answer", "near_duplicate", "unsupported", "check_failed")
 #: A keyword in more than this share of the documents is not one (it would be found anywhere).
 COMMON_SHARE = 0.3
@@ -265,6 +267,8 @@ def _check(task: dict, item: dict, docs: dict[str, str]) -> tuple[str | None, st
         return "names_file", f"the question names a file or path: {name}", refs
     if (why := short_span([r["content"] for r in refs], item["answer"])) is not None:
         return "short_span", why, refs
+    if (why := heading_span([r["content"] for r in refs])) is not None:
+        return "heading_span", why, refs
     if (why := contradicts_category(task["category"], item["answer"])) is not None:
         return "category", why, refs
     if quotes_own_answer(item["question"], [r["content"] for r in refs]):

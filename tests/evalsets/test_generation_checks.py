@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.evalsets.excerpts import contradicts_category, names_a_file, short_span
+from lab.evalsets.excerpts import contradicts_category, heading_span, names_a_file, short_span
 from lab.evalsets.generate import REASONS, _check
 
 
@@ -89,3 +89,15 @@ def test_the_numbered_document_is_cut_into_sentences_lines_and_list_items():
         "[7] Next one.",
     ]
     assert all(text[a:b] == text[a:b].strip() for a, b in spans)  # offsets into the text, trimmed
+
+
+@pytest.mark.parametrize("spans, why", [
+    (["SafeHaven Property Insurance will receive the complete Homellm Enterprise suite:"],
+     "a span that only introduces what follows: 'SafeHaven Property Insurance will receive the complete Homellm "
+     "Enterprise suite:'"),
+    (["## Key Features"], "a span that only introduces what follows: '## Key Features'"),
+    (["**Pricing:**"], "a span that only introduces what follows: '**Pricing:**'"),
+    (["Pricing: $55 per month for the basic tier."], None),  # the colon introduces the answer it holds
+])
+def test_a_span_that_only_introduces_what_follows(spans, why):
+    assert heading_span(spans) == why
