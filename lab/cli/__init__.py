@@ -50,7 +50,11 @@ COMMANDS = {**experiments.COMMANDS, **reports.COMMANDS, **data.COMMANDS, **judge
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and getattr(args, "question", "") is None and not any(x.startswith("-") for x in extra):
+        args.question = " ".join(extra)  # `lab ask NAME --kb DIR "QUESTION"`: the question after the options
+    elif extra:
+        parser.parse_args(argv)  # argparse's own error for what is left over (exit 2)
     if not args.command:
         parser.print_help()
         return 2

@@ -29,8 +29,9 @@ has every folder; a document has several windows, visited in turn. ``numerical``
 ``temporal`` tasks use only windows holding a figure or a date. The second document of a
 two-document task is an embedding neighbour of the first (its k-th nearest on the k-th visit).
 
-Categories are filled in turn until each has its share of ``n`` (``mix``) or ``max_candidates``
-were tried. Every call is cached like all model calls, so an interrupted run (Ctrl-C, kill -9)
+Each candidate goes to the open category with the fewest candidates tried for its share of
+``n`` (``mix``), so a category whose candidates keep failing gets its share of the budget, not
+all of it; categories fill until each has its share or ``max_candidates`` were tried. Every call is cached like all model calls, so an interrupted run (Ctrl-C, kill -9)
 resumes in seconds on the next run, and the same seed and model give the same set.
 """
 
@@ -309,7 +310,9 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
             open_cats = [c for c in quotas if len(accepted[c]) < quotas[c] and c not in exhausted]
             if not open_cats:
                 break
-            category = min(open_cats, key=lambda c: (len(accepted[c]) / quotas[c], list(quotas).index(c)))
+            # the open category with the fewest candidates for its share: one whose candidates keep
+            # failing gets its share of the budget, not all of it
+            category = min(open_cats, key=lambda c: (tried[c] / quotas[c], list(quotas).index(c)))
             task = planner.next(category)
             if task is None:
                 exhausted.add(category)
