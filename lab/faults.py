@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import signal
 
-POINTS = ("index.before_rename", "run.before_rename")
+POINTS = ("index.before_rename", "run.before_rename", "tune.after_checkpoint", "tune.before_rename")
 
 
 def point(name: str) -> None:

@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 
-from lab.cli import data, decide, experiments, gate, judge, options, reports, track
+from lab.cli import data, decide, experiments, gate, judge, options, reports, track, tune
 from lab.errors import LabError
 from lab.progress import PrintableStream, printable, setup_logging
 
@@ -40,11 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     decide.add_parsers(sub, common)
     gate.add_parsers(sub, common)
     track.add_parsers(sub, common)
+    tune.add_parsers(sub, common)
     return parser
 
 
 #: verb -> handler, one module per verb group
-COMMANDS = {**experiments.COMMANDS, **reports.COMMANDS, **data.COMMANDS, **judge.COMMANDS, **decide.COMMANDS,
+COMMANDS = {**experiments.COMMANDS, **reports.COMMANDS, **data.COMMANDS, **judge.COMMANDS, **decide.COMMANDS, **tune.COMMANDS,
             **gate.COMMANDS, **track.COMMANDS}
 
 

@@ -44,6 +44,9 @@ def add_parsers(sub: Any, common: Any) -> None:
     run.add_argument("--dry-run", action="store_true",
                      help="check the config, models and data, print the LLM calls and time the run would take "
                           "on this machine, and stop: nothing is run or written")
+    run.add_argument("--allow-overlap", action="store_true",
+                     help="run a tuned model (lab tune) on questions it was trained on; refused otherwise, as its "
+                          "scores would flatter it (the overlap is recorded in results.json)")
     run.add_argument("--track", action="store_true",
                      help="log the run to MLflow (needs the mlflow extra; a config's tracking: section does the same)")
     common(run)
@@ -141,7 +144,8 @@ def _run_opts(args: argparse.Namespace, show_progress: bool | None = None) -> "R
     if show_progress is None:
         show_progress = not args.no_progress and sys.stderr.isatty()
     return RunOptions(project_root=args.experiments.resolve().parent, reports_root=args.reports,
-                      cache_root=_cache_root(args), show_progress=show_progress)
+                      cache_root=_cache_root(args), show_progress=show_progress,
+                      allow_overlap=getattr(args, "allow_overlap", False))
 
 
 def cmd_run(args: argparse.Namespace) -> int:

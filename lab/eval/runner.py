@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.config import ExperimentConfig
+from lab.errors import ConfigError
+from lab.evalsets.leakage import overlaps
 from lab.evalsets.evalset import EvalRow, EvalSet, check_references, load_eval_set, stratified_sample
 from lab.evalsets.twins import span_twins
 from lab.judge.rubric import JudgePlan, resolve_judge
@@ -28,6 +30,7 @@ from lab.metrics import catalog
 from lab.metrics.aggregate import by_category, mean_table
 from lab.metrics.labels import labelled_ids, load_labels
 from lab.models.llm import LabLLM, build_llm
+from lab.models.tuned import card_summary, read_card, training_questions
 from lab.paths import project_path
 from lab.progress import run_all
 from lab.rag.index import IndexHandle, table_ids
@@ -43,6 +46,7 @@ class RunOptions:
     reports_root: Path
     cache_root: Path
     show_progress: bool = True
+    allow_overlap: bool = False  # run a tuned model on questions it was trained on (recorded)
 
 
 def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
@@ -59,6 +63,7 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     corpus = load_corpus(cfg, opts.project_root)
     documents = {d.metadata["source"]: d.text for d in corpus.documents}
     check_references(questions.eval_set, documents)
+    tuned = check_tuned(plans, questions, corpus.content_hash, opts.allow_overlap)
     for line in plan_lines(cfg, plans, judge, questions, opts):  # the cost, before the first model call
         log.info("%s", line)
     # each golden span's twins: the same text elsewhere, which counts as the span in the span rank metrics
@@ -117,7 +122,10 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
         ("generation", plans.generation, None), ("query", plans.query, None),
         ("judge", judge.llm if judge else None, judge)) if plan is not None})
     timer["total_s"] = time.perf_counter() - t_start
-    results = _results(cfg, opts, started, questions, pipe, _models(cfg, plans, judge, pipe), metrics, extra,
+    models = _models(cfg, plans, judge, pipe)
+    for role, summary in tuned.items():  # only runs of tuned models: other runs' results keep their keys
+        models[role]["tuned"] = summary
+    results = _results(cfg, opts, started, questions, pipe, models, metrics, extra,
                        {**pipe.counters(), **query_counters}, usage, timer)
     return write_run(results, samples, cfg, opts.reports_root)
 
@@ -140,8 +148,38 @@ def dry_run(cfg: ExperimentConfig, opts: RunOptions) -> list[str]:
     questions = _questions(cfg, opts.project_root)
     corpus = load_corpus(cfg, opts.project_root)
     check_references(questions.eval_set, {d.metadata["source"]: d.text for d in corpus.documents})
+    check_tuned(plans, questions, corpus.content_hash, opts.allow_overlap)
     return [f"{cfg.name}: {len(corpus.documents)} documents, eval set {questions.eval_path}",
             *plan_lines(cfg, plans, judge, questions, opts), "dry run: nothing was run or written"]
+
+
+def check_tuned(plans: ModelPlans, questions: "Questions", corpus_hash: str, allow_overlap: bool) -> dict[str, dict]:
+    """The leakage guard: a tuned model (``lab tune``) must not have been trained on the questions
+    it is evaluated on (same or near-duplicate text, same golden span). Refuses the run, or with
+    ``allow_overlap`` records how many overlap. Returns what ``results.json`` records of each tuned
+    model, by role ("embedding", "reranker"); a model tuned on other documents is said, not refused."""
+    out: dict[str, dict] = {}
+    roles = [("embedding", plans.embedding), ("reranker", plans.reranker.model if plans.reranker else None)]
+    rows = [(r._line, r.question, [x.content for x in r.references or []]) for r in questions.rows]
+    for role, model in roles:
+        if model is None or model.source != "tuned":
+            continue
+        card = read_card(Path(model.location)) or {}
+        clash = overlaps(training_questions(Path(model.location)), rows)
+        if clash and not allow_overlap:
+            first = clash[0]
+            raise ConfigError(
+                f"{role} model {model.name!r} was trained on {len(clash)} question(s) of the eval set "
+                f"{questions.eval_path}: line {first.eval_line} {first.eval_question!r} ({first.why} of the training "
+                f"question {first.train_question!r}, {first.train_origin})",
+                hint=f"evaluate on questions it was not trained on, or tune it again with --holdout "
+                     f"{questions.eval_path} (those questions are then left out of training); --allow-overlap runs "
+                     "anyway and records the overlap")
+        if card.get("kb") and card["kb"] != corpus_hash:
+            log.warning("%s model %s was tuned on other documents (knowledge base %s, this run's is %s)", role,
+                        model.name, card["kb"], corpus_hash)
+        out[role] = {**card_summary(card), "overlap": len(clash), "same_kb": card.get("kb") == corpus_hash}
+    return out
 
 
 @dataclass

@@ -3,6 +3,7 @@ machine, fast, before any work.
 
 Order for Hugging Face models (embeddings, cross-encoders):
 
+0. ``tuned/NAME``: a model ``lab tune`` made (:mod:`lab.models.tuned`);
 1. a local folder (the config names a path);
 2. ``$LAB_MODELS/<name>`` or ``$LAB_MODELS/<last part of name>``;
 3. the local Hugging Face cache (``$HF_HOME/hub``), read without touching the network;
@@ -32,6 +33,7 @@ from urllib.parse import urlparse
 
 from lab.config import LLMConfig
 from lab.errors import ConfigError, LabError, ModelNotFoundError
+from lab.models.tuned import is_tuned, read_card, resolve_tuned
 from lab.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -85,6 +87,8 @@ def _hf_cache_snapshot(name: str) -> Path | None:
 
 def resolve_hf_model(name: str, kind: str) -> ResolvedModel:
     """Resolve a Hugging Face model name or folder; ``kind`` names it in errors ("embedding model")."""
+    if is_tuned(name):
+        return ResolvedModel(name, str(resolve_tuned(name, kind)), "tuned")
     path = Path(name).expanduser()
     if path.is_dir():
         return ResolvedModel(name, str(path.resolve()), "path")
@@ -253,10 +257,14 @@ def known_models() -> list[tuple[str, str, str]]:
 
 
 def model_fingerprint(location: str) -> str:
-    """Names and sizes of a local model's files: cheap, and changes when the weights do."""
+    """Names and sizes of a local model's files: cheap, and changes when the weights do. A tuned
+    model's is its weights' content hash (from its card): retrained, its sizes stay the same."""
     path = Path(location)
     if not path.exists():
         return location
+    card = read_card(path) if path.is_dir() else None
+    if card is not None and card.get("fingerprint"):
+        return str(card["fingerprint"])
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
     h = hashlib.sha256()
     for f in files:

@@ -1,0 +1,88 @@
+"""``lab tune reranker|embedding``: fit a cross-encoder or a bi-encoder to your documents
+(:mod:`lab.tune.train`). Torch and sentence-transformers load inside the handler."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from lab.cli import options
+
+EPILOG = """examples:
+  lab tune reranker --kb ../shared/benchmarks/insurellm/knowledge-base --index turn18 --pseudo 1000 \\
+      --holdout ../shared/benchmarks/insurellm/tests.jsonl --out insurellm-reranker
+  lab tune embedding --kb ~/docs --train eval_sets/docs.jsonl --pseudo 500 --out docs-embed
+
+then name the model in a config:  reranker: {name: sentence_transformer, model: tuned/insurellm-reranker}
+                                  embedding: {model: tuned/docs-embed}
+The model is written to $LAB_CACHE/tuned/NAME (default ~/.cache/lab/tuned/NAME), whole or not at all;
+Ctrl-C or a kill, then the same command, resumes from the last checkpoint."""
+
+
+def add_parsers(sub: Any, common: Any) -> None:
+    p = sub.add_parser(
+        "tune", help="fit a reranker (cross-encoder) or an embedding model (bi-encoder) to your documents",
+        description="Train from the packaged all-MiniLM-L6-v2 weights with sentence-transformers' trainers, on "
+                    "questions from an eval set with golden spans (--train, e.g. lab generate's) and/or questions "
+                    "made from the chunks without any LLM (--pseudo N: a sentence or heading taken out of its "
+                    "chunk), against hard negatives mined from the lab's own index of the documents. A share of the "
+                    "questions (--dev) is held back and scored before and after, for picking hyperparameters.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target", choices=["reranker", "embedding"], help="what to train")
+    p.add_argument("--out", required=True, metavar="NAME", help="the model's name: configs use tuned/NAME")
+    p.add_argument("--kb", type=Path, help="knowledge-base folder (default: the --index config's)")
+    p.add_argument("--index", default="turn13", metavar="NAME",
+                   help="the experiment whose chunks are the passages and whose index mines negatives "
+                        "(default: turn13; train a reranker on the chunks it will rerank, e.g. turn18 for turn22)")
+    p.add_argument("--train", type=Path, action="append", default=[], metavar="FILE",
+                   help="eval set (JSONL) with golden spans to train on; repeatable")
+    p.add_argument("--pseudo", type=int, default=0, metavar="N", help="pseudo-queries made from the chunks (no LLM)")
+    p.add_argument("--holdout", type=Path, action="append", default=[], metavar="FILE",
+                   help="eval set to keep out: training questions that are, or share a span with, one of its "
+                        "questions are dropped before training; repeatable")
+    p.add_argument("--negatives", type=int, default=4, help="hard negatives per question (default: 4)")
+    p.add_argument("--loss", help="reranker: bce (default) or listnet; embedding: mnrl")
+    p.add_argument("--epochs", type=float, help="passes over the training pairs (default: 1)")
+    p.add_argument("--lr", type=float, help="learning rate (default: reranker 5e-5, embedding 3e-5)")
+    p.add_argument("--batch-size", type=options.count, help="pairs per step (default: reranker 16, embedding 32)")
+    p.add_argument("--max-length", type=options.count, help="tokens per input (default: 256)")
+    p.add_argument("--max-steps", type=options.count, help="stop after this many steps (a quick trial)")
+    p.add_argument("--dev", type=float, default=0.1, help="share of questions held back and scored (default: 0.1)")
+    p.add_argument("--seed", type=int, default=0, help="seed of questions, split and training (default: 0)")
+    options.force(p, "the tuned model NAME")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (progress lines are logged instead)")
+    common(p)
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    import sys
+
+    from lab.tune.train import TuneOptions, tune
+
+    opts = TuneOptions(
+        target=args.target, out=args.out, kb=str(args.kb) if args.kb else None, index=args.index, train=args.train,
+        pseudo=args.pseudo, holdout=args.holdout, negatives=args.negatives, loss=args.loss, epochs=args.epochs,
+        lr=args.lr, batch_size=args.batch_size, max_length=args.max_length, max_steps=args.max_steps, dev=args.dev,
+        seed=args.seed, force=args.force, show_progress=not args.no_progress and sys.stderr.isatty(),
+        experiments_dir=args.experiments)
+    result = tune(opts)
+    card = result.card
+    q = card["questions"]
+    print(f"tuned/{card['name']}: {card['target']} from {card['base_model']}, {card['steps']} steps on "
+          f"{q['train']} questions ({q['generated']} from eval sets, {q['pseudo']} pseudo-queries), "
+          f"{card['wall_s']:.0f} s")
+    dev = card["dev"]
+    if dev["mrr_after"] is not None:
+        first = "first stage" if card["target"] == "reranker" else "base model"
+        print(f"dev split ({dev['n']} questions, never trained on): MRR {dev['mrr_before']:.4f} ({first}) -> "
+              f"{dev['mrr_after']:.4f} (tuned)")
+    print(f"folder: {result.path}")
+    use = ("reranker: {name: sentence_transformer, model: tuned/%s, top_n: 3}" if card["target"] == "reranker"
+           else "embedding: {model: tuned/%s}") % card["name"]
+    print(f"use it: {use}")
+    return 0
+
+
+COMMANDS = {"tune": cmd_tune}

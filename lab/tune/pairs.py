@@ -1,0 +1,202 @@
+"""Training questions for ``lab tune``, and what keeps them honest: pure functions, no model.
+
+- :func:`pseudo_queries`: questions made without any LLM, by inverse cloze: a sentence or a
+  heading taken out of its chunk is the query, the chunk without it the positive passage.
+- :func:`span_questions`: an eval set's rows with golden spans (``lab generate`` writes them):
+  the question, and as positives every chunk holding the span's text (a repeated paragraph has
+  several).
+- :func:`mine_negatives`: hard negatives from a question's dense and BM25 candidates, taken in
+  turn from each list, skipping every chunk that holds the question's span, up to a cap.
+- :func:`fingerprint`: the training set's content hash, written into the model card.
+
+Text is compared folded (:func:`lab.metrics.text.folded_text`: whitespace, quotes, dashes,
+emphasis and case), as the span metrics compare it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Iterable, Sequence
+
+from lab.evalsets.leakage import MIN_SPAN_CHARS
+from lab.metrics.text import folded_text
+
+#: A pseudo-query has this many words at least, and at most.
+MIN_WORDS, MAX_WORDS = 5, 40
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(*\[])")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
+_LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A chunk of the index the model is tuned on."""
+
+    id: str
+    source: str
+    text: str
+
+
+@dataclass
+class TrainQuestion:
+    """One training question: its text, the ids of the passages that answer it, the span it was
+    made from (folded), where it came from ("pseudo" or "file:line") and, for pseudo-queries, the
+    positive passage's text without the query (the inverse cloze)."""
+
+    text: str
+    positives: tuple[str, ...]
+    span: str
+    origin: str
+    kind: str  # "pseudo" | "generated"
+    positive_text: str | None = None
+    negatives: list[str] = field(default_factory=list)
+
+    def record(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if k not in ("positive_text", "negatives")}
+
+
+def candidate_sentences(text: str) -> list[str]:
+    """The sentences and headings of a chunk that can stand as a query: a heading of two words or
+    more, or a sentence of :data:`MIN_WORDS` to :data:`MAX_WORDS` words; list markers and emphasis
+    stripped; table rows and code left out."""
+    out: list[str] = []
+    for line in text.splitlines():
+        if "|" in line or line.strip().startswith(("```", "<", "    ")):
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            title = heading.group(1).strip("*_ ").strip()
+            if len(title.split()) >= 2:
+                out.append(title)
+            continue
+        line = _LIST.sub("", line).strip()
+        for sentence in _SENTENCE_END.split(line):
+            sentence = sentence.strip().replace("**", "")
+            n = len(sentence.split())
+            if MIN_WORDS <= n <= MAX_WORDS and sum(c.isalpha() for c in sentence) >= 0.5 * len(sentence):
+                out.append(sentence)
+    return out
+
+
+def pseudo_queries(passages: Sequence[Passage], n: int, seed: int) -> list[TrainQuestion]:
+    """``n`` inverse-cloze questions: passages in a seeded order, one sentence or heading from each
+    per round, the positive the passage without it. A sentence found in more than one document
+    (boilerplate, a repeated paragraph) is skipped: it would have no single answer."""
+    if n <= 0 or not passages:
+        return []
+    documents_of: dict[str, set[str]] = {}
+    per_passage: list[tuple[Passage, list[str]]] = []
+    for p in passages:
+        sentences = candidate_sentences(p.text)
+        for s in sentences:
+            documents_of.setdefault(folded_text(s), set()).add(p.source)
+        if sentences:
+            per_passage.append((p, sentences))
+    rng = random.Random(seed)
+    order = list(range(len(per_passage)))
+    rng.shuffle(order)
+    picks = {i: rng.sample(range(len(per_passage[i][1])), len(per_passage[i][1])) for i in order}
+    out: list[TrainQuestion] = []
+    taken: set[str] = set()
+    for round_ in range(max((len(s) for _, s in per_passage), default=0)):
+        for i in order:
+            passage, sentences = per_passage[i]
+            if round_ >= len(sentences):
+                continue
+            sentence = sentences[picks[i][round_]]
+            key = folded_text(sentence)
+            if key in taken or len(documents_of[key]) > 1:
+                continue
+            taken.add(key)
+            rest = passage.text.replace(sentence, " ", 1) if sentence in passage.text else passage.text
+            rest = re.sub(r"[ \t]{2,}", " ", rest).strip()
+            if len(rest) < 20:  # nothing left to match against
+                continue
+            out.append(TrainQuestion(sentence, (passage.id,), key, f"pseudo:{passage.id}", "pseudo", rest))
+            if len(out) == n:
+                return out
+    return out
+
+
+def holding(span: str, passages: Sequence[Passage], folded: dict[str, str]) -> tuple[str, ...]:
+    """Ids of the passages whose folded text holds ``span`` (folded)."""
+    return tuple(p.id for p in passages if span and span in folded[p.id])
+
+
+def span_questions(rows: Iterable[tuple[str, dict]], passages: Sequence[Passage]
+                   ) -> tuple[list[TrainQuestion], dict[str, int]]:
+    """Training questions from eval-set rows ``(origin, row)``: a row with ``references`` gives
+    its question with every passage holding a reference's text as a positive. A reference split
+    across two chunks falls back to its longest sentence. Returns the questions and the counts of
+    rows left out, by reason."""
+    folded = {p.id: folded_text(p.text) for p in passages}
+    out: list[TrainQuestion] = []
+    skipped: dict[str, int] = {}
+    for origin, row in rows:
+        refs = [r.get("content") or "" for r in row.get("references") or []]
+        if not refs:
+            skipped["no golden span"] = skipped.get("no golden span", 0) + 1
+            continue
+        positives: list[str] = []
+        spans: list[str] = []
+        for ref in refs:
+            span = folded_text(ref)
+            found = holding(span, passages, folded)
+            if not found:
+                longest = max(candidate_sentences(ref) or [ref], key=len)
+                if len(folded_text(longest)) >= MIN_SPAN_CHARS:
+                    found = holding(folded_text(longest), passages, folded)
+            positives += [f for f in found if f not in positives]
+            spans.append(span)
+        if not positives:
+            skipped["span in no chunk"] = skipped.get("span in no chunk", 0) + 1
+            continue
+        out.append(TrainQuestion(row["question"], tuple(positives), " ".join(spans), origin, "generated"))
+    return out, skipped
+
+
+def mine_negatives(question: TrainQuestion, dense: Sequence[str], sparse: Sequence[str],
+                   passages: dict[str, Passage], folded: dict[str, str], cap: int) -> list[str]:
+    """Up to ``cap`` hard negatives: the dense and BM25 candidates in turn (dense first), each
+    once, skipping the positives and any passage that holds the question's span or the question
+    itself (an overlapping chunk repeats its neighbour's sentences: it is not wrong)."""
+    out: list[str] = []
+    query = folded_text(question.text)
+    for pair in _interleave(dense, sparse):
+        if len(out) >= cap:
+            break
+        if pair in out or pair in question.positives or pair not in passages:
+            continue
+        text = folded[pair]
+        if (question.span and question.span in text) or (question.kind == "pseudo" and query in text):
+            continue
+        out.append(pair)
+    return out
+
+
+def _interleave(a: Sequence[str], b: Sequence[str]) -> Iterable[str]:
+    for i in range(max(len(a), len(b))):
+        if i < len(a):
+            yield a[i]
+        if i < len(b):
+            yield b[i]
+
+
+def fingerprint(questions: Sequence[TrainQuestion], passages: Sequence[Passage]) -> str:
+    """Content hash of a training set: every question with its positives and negatives, in order,
+    and the passages they name."""
+    h = hashlib.sha256()
+    named: set[str] = set()
+    for q in questions:
+        h.update(json.dumps([q.text, q.positives, q.negatives, q.positive_text], ensure_ascii=False).encode())
+        named.update(q.positives)
+        named.update(q.negatives)
+    for p in passages:
+        if p.id in named:
+            h.update(f"\x00{p.id}\x00{p.text}".encode())
+    return h.hexdigest()[:16]

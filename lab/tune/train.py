@@ -1,0 +1,544 @@
+"""``lab tune``: fit a cross-encoder (``reranker``) or a bi-encoder (``embedding``) to a knowledge
+base, from the packaged all-MiniLM-L6-v2 weights, with sentence-transformers' own trainers.
+
+1. **Passages**: the chunks of the index an experiment builds on the knowledge base
+   (``--index``, turn13 by default: the lab's own LanceDB table, built or reused).
+2. **Questions** (:mod:`lab.tune.pairs`): an eval set's rows with golden spans (``--train``, e.g.
+   what ``lab generate`` wrote) and inverse-cloze pseudo-queries made from the chunks without any
+   LLM (``--pseudo N``); rows that are, or share a span with, a ``--holdout`` eval set's are left
+   out before anything else.
+3. **Hard negatives**: each question's dense and BM25 candidates from that index that do not
+   hold its span, up to ``--negatives`` a question.
+4. **A dev split** (``--dev``, a share of the questions, never trained on): the first stage's
+   MRR against the tuned model's on it, written into the card, so hyperparameters are picked on
+   generated questions, never on a human set.
+5. **Training**: ``CrossEncoderTrainer`` with ``BinaryCrossEntropyLoss`` (``--loss bce``, the
+   default) or ``ListNetLoss`` (``listnet``) on a fresh one-logit head; ``SentenceTransformerTrainer``
+   with ``MultipleNegativesRankingLoss`` (anchor, positive, hard negative; no duplicates in a
+   batch). Checkpoints go to ``<cache>/tuned/.work/``: Ctrl-C or a kill, then the same command,
+   resumes from the last one.
+6. **The model**: a plain Hugging Face folder at ``<cache>/tuned/NAME`` (see
+   :mod:`lab.models.tuned`), written beside and renamed into place, so a config never sees half
+   a model.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import logging
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from lab.errors import ConfigError, LabError
+from lab.evalsets.evalset import load_eval_set
+from lab.evalsets.leakage import overlaps
+from lab.faults import point
+from lab.metrics.text import folded_text
+from lab.models.resolve import model_fingerprint, resolve_hf_model
+from lab.models.tuned import CARD, QUESTIONS, tuned_dir, tuned_root
+from lab.progress import Ticker, duration
+from lab.tune.pairs import Passage, TrainQuestion, fingerprint, mine_negatives, pseudo_queries, span_questions
+
+log = logging.getLogger(__name__)
+
+TARGETS = ("reranker", "embedding")
+LOSSES = {"reranker": ("bce", "listnet"), "embedding": ("mnrl",)}
+BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+#: Candidates taken from each first stage (dense, BM25) per question, for mining and the dev split.
+CANDIDATES = 20
+#: Defaults by target: what the dev split picked (docs/tuning.md).
+DEFAULTS = {
+    "reranker": {"lr": 5e-5, "epochs": 1.0, "batch_size": 16, "max_length": 256},
+    "embedding": {"lr": 3e-5, "epochs": 1.0, "batch_size": 32, "max_length": 256},
+}
+
+
+@dataclass
+class TuneOptions:
+    target: str
+    out: str
+    kb: str | None = None
+    index: str = "turn13"
+    train: Sequence[Path] = ()
+    pseudo: int = 0
+    holdout: Sequence[Path] = ()
+    negatives: int = 4
+    loss: str | None = None
+    epochs: float | None = None
+    lr: float | None = None
+    batch_size: int | None = None
+    max_length: int | None = None
+    max_steps: int | None = None
+    dev: float = 0.1
+    seed: int = 0
+    force: bool = False
+    save_every: int | None = None  # steps between checkpoints (default: a tenth of the run)
+    show_progress: bool = True
+    experiments_dir: Path = Path("experiments")
+    cache_root: Path | None = None
+
+    def hyper(self) -> dict:
+        d = DEFAULTS[self.target]
+        return {"loss": self.loss or LOSSES[self.target][0], "epochs": self.epochs or d["epochs"],
+                "lr": self.lr or d["lr"], "batch_size": self.batch_size or d["batch_size"],
+                "max_length": self.max_length or d["max_length"], "negatives": self.negatives,
+                "max_steps": self.max_steps, "warmup_ratio": 0.1, "seed": self.seed}
+
+
+@dataclass
+class Prepared:
+    """The training material: passages, questions with negatives, the dev split."""
+
+    passages: list[Passage]
+    train: list[TrainQuestion]
+    dev: list[TrainQuestion]
+    dense: dict[str, list[str]]  # question text -> the first stage's dense candidates (ids, ranked)
+    counts: dict[str, Any] = field(default_factory=dict)
+    kb_fingerprint: str = ""
+    index_key: str = ""
+
+
+def check_options(opts: TuneOptions) -> None:
+    """Everything that can be checked before any work (exit 2 with the fix)."""
+    if opts.target not in TARGETS:
+        raise ConfigError(f"lab tune: unknown target {opts.target!r}", hint="lab tune reranker ... or lab tune embedding ...")
+    name = opts.out
+    if not name or "/" in name or name.startswith(".") or name != name.strip():
+        raise ConfigError(f"--out {name!r}: a tuned model's name is one folder name (letters, digits, - and _)",
+                          hint="e.g. --out insurellm-reranker; configs then name it tuned/insurellm-reranker")
+    loss = opts.hyper()["loss"]
+    if loss not in LOSSES[opts.target]:
+        raise ConfigError(f"--loss {loss!r} does not train a {opts.target}",
+                          hint=f"choose one of {', '.join(LOSSES[opts.target])}")
+    if not opts.train and opts.pseudo <= 0:
+        raise ConfigError("lab tune: no training questions: give --train FILE (an eval set with golden spans, "
+                          "e.g. from lab generate) and/or --pseudo N (questions made from the chunks, no LLM)",
+                          hint="e.g. lab tune reranker --kb my-docs --pseudo 1000 --out my-reranker")
+    if not 0 <= opts.dev < 0.9:
+        raise ConfigError(f"--dev {opts.dev}: the dev share is between 0 and 0.9", hint="e.g. --dev 0.1")
+    target = tuned_dir(name, opts.cache_root)
+    if target.exists() and not opts.force:
+        raise ConfigError(f"a tuned model {name!r} exists already ({target})",
+                          hint=f"pass --force to replace it, or choose another --out; configs naming tuned/{name} "
+                               "would use the new weights (their indexes are keyed by them)")
+
+
+def prepare(opts: TuneOptions) -> Prepared:
+    """Passages from the index, questions from the files and the chunks, negatives mined."""
+    from llama_index.core.schema import QueryBundle
+
+    from lab.config import BM25Retriever, VectorRetriever, load_experiment, run_overrides
+    from lab.paths import cache_dir
+    from lab.rag.index import ensure_fts
+    from lab.rag.pipeline import open_pipeline, resolve_models
+    from lab.rag.retrievers import build_retriever
+
+    cfg = load_experiment(opts.index, opts.experiments_dir, run_overrides(opts.kb, None))
+    cfg = cfg.model_copy(update={"generation": None, "judge": None, "reranker": None, "query": None,
+                                 "ragas": None, "caches": None})
+    root = opts.experiments_dir.resolve().parent
+    # every input is read before the index is opened: a bad row stops in a second
+    rows: list[tuple[str, dict]] = []
+    for path in opts.train:
+        es = load_eval_set(Path(path), None)
+        rows += [(f"{path}:{r._line}", r.model_dump(mode="json")) for r in es.rows]
+    held: list[tuple[int, str, list[str]]] = []
+    for path in opts.holdout:
+        es = load_eval_set(Path(path), None)
+        held += [(r._line, r.question, [x.content for x in r.references or []]) for r in es.rows]
+    plans = resolve_models(cfg, root)
+    cache_root = opts.cache_root or cache_dir()
+    pipe = open_pipeline(cfg, plans, root, cache_root, opts.show_progress)
+    passages = _passages(pipe.handle)
+    by_id = {p.id: p for p in passages}
+    questions, skipped = span_questions(rows, passages)
+    pseudo = pseudo_queries(passages, opts.pseudo, opts.seed)
+    questions += pseudo
+    if len(pseudo) < opts.pseudo:
+        log.warning("asked for %d pseudo-queries; the %d chunks hold %d usable sentences and headings (each used once)",
+                    opts.pseudo, len(passages), len(pseudo))
+    counts: dict[str, Any] = {"passages": len(passages), "generated": len(questions) - len(pseudo),
+                              "pseudo": len(pseudo), "skipped": skipped}
+    if held:
+        clash = overlaps([q.record() for q in questions], held)
+        gone = {o.train_question for o in clash}
+        questions = [q for q in questions if q.text not in gone]
+        counts["held_out"] = len(gone)
+        if gone:
+            log.info("left out %d training question(s) that are, or share a span with, a --holdout question", len(gone))
+    if not questions:
+        raise ConfigError("lab tune: no training question is left (every row lacked a golden span found in "
+                          "the chunks, or overlapped --holdout)",
+                          hint="add --pseudo N, or give --train an eval set made by lab generate on these documents")
+    # candidates: dense (one batched LanceDB search) and BM25, for every question
+    texts = [q.text for q in questions]
+    vectors = pipe.embed_model.encode(texts, pipe.embed_model.query_prefix, show_progress=opts.show_progress)
+    k = min(CANDIDATES, len(passages))
+    dense_r = build_retriever(VectorRetriever(name="vector", top_k=k), pipe.handle.index, pipe.embed_model)
+    dense_nodes = dense_r.retrieve_many([QueryBundle(query_str=t, embedding=v.tolist()) for t, v in zip(texts, vectors)])
+    ensure_fts(pipe.handle, cache_root)
+    sparse_r = build_retriever(BM25Retriever(name="bm25", top_k=k), pipe.handle.index, pipe.embed_model)
+    folded = {p.id: folded_text(p.text) for p in passages}
+    dense: dict[str, list[str]] = {}
+    with Ticker("mine negatives", len(questions), opts.show_progress) as ticker:
+        for q, nodes in zip(questions, dense_nodes):
+            d = [n.node.node_id for n in nodes]
+            s = [n.node.node_id for n in sparse_r.retrieve(QueryBundle(query_str=q.text))]
+            dense[q.text] = d
+            q.negatives = mine_negatives(q, d, s, by_id, folded, opts.negatives)
+            ticker.update()
+    # the dev split: seeded, never trained on
+    order = list(range(len(questions)))
+    random.Random(opts.seed).shuffle(order)
+    n_dev = int(round(opts.dev * len(questions))) if len(questions) >= 10 else 0
+    dev = [questions[i] for i in sorted(order[:n_dev])]
+    train = [questions[i] for i in sorted(order[n_dev:])]
+    counts.update({"train": len(train), "dev": len(dev),
+                   "negatives": sum(len(q.negatives) for q in train)})
+    return Prepared(passages, train, dev, dense, counts, pipe.handle.manifest.get("corpus_hash", ""), pipe.handle.key)
+
+
+def _passages(handle: Any) -> list[Passage]:
+    table = handle.index.vector_store.table
+    data = table.to_arrow()
+    ids = data.column("id").to_pylist()
+    texts = data.column("text").to_pylist()
+    sources: list[str] = [""] * len(ids)
+    if "metadata" in data.column_names:
+        for i, m in enumerate(data.column("metadata").to_pylist()):
+            meta = json.loads(m) if isinstance(m, str) else (m or {})
+            sources[i] = str(meta.get("source") or "")
+    order = sorted(range(len(ids)), key=lambda i: ids[i])  # table order is not a contract
+    return [Passage(ids[i], sources[i], texts[i]) for i in order]
+
+
+# ---------------------------------------------------------------------------------------------
+# Datasets: columns as the losses' docs name them
+
+
+def pairs_dataset(questions: Sequence[TrainQuestion], by_id: dict[str, Passage], loss: str) -> dict[str, list]:
+    """Columns for the trainer: ``bce``: (query, passage, label) rows, the positive then each
+    negative; ``listnet``: (query, docs, labels); ``mnrl``: (anchor, positive, negative), one row a
+    question with its first hard negative (questions without one are left out)."""
+    if loss == "bce":
+        cols: dict[str, list] = {"query": [], "passage": [], "label": []}
+        for q in questions:
+            for text, label in [(_positive(q, by_id), 1.0)] + [(by_id[n].text, 0.0) for n in q.negatives]:
+                cols["query"].append(q.text)
+                cols["passage"].append(text)
+                cols["label"].append(label)
+        return cols
+    if loss == "listnet":
+        return {"query": [q.text for q in questions],
+                "docs": [[_positive(q, by_id)] + [by_id[n].text for n in q.negatives] for q in questions],
+                "labels": [[1.0] + [0.0] * len(q.negatives) for q in questions]}
+    if loss == "mnrl":
+        kept = [q for q in questions if q.negatives]
+        return {"anchor": [q.text for q in kept], "positive": [_positive(q, by_id) for q in kept],
+                "negative": [by_id[q.negatives[0]].text for q in kept]}
+    raise ValueError(loss)
+
+
+def _positive(q: TrainQuestion, by_id: dict[str, Passage]) -> str:
+    return q.positive_text if q.positive_text is not None else by_id[q.positives[0]].text
+
+
+# ---------------------------------------------------------------------------------------------
+# Training
+
+
+def base_location() -> str:
+    return resolve_hf_model(BASE_MODEL, "base model").location
+
+
+def _cross_encoder_base(location: str, work: Path) -> Path:
+    """The base's transformer files alone (no modules.json), so CrossEncoder puts a fresh one-logit
+    classification head on the MiniLM encoder instead of loading the bi-encoder's pooling."""
+    base = work / "base"
+    if not (base / "config.json").is_file():
+        tmp = work / "base.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for f in Path(location).iterdir():
+            if f.is_file() and f.name not in ("modules.json", "config_sentence_transformers.json", "README.md"):
+                shutil.copy2(f, tmp / f.name)
+        os.replace(tmp, base)
+    return base
+
+
+def build_model(target: str, location: str, work: Path, max_length: int, seed: int) -> Any:
+    import torch
+    from transformers import set_seed
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()  # the fresh head's "newly initialized" report is expected
+    hf_logging.disable_progress_bar()
+    set_seed(seed)
+    torch.manual_seed(seed)
+    if target == "reranker":
+        from sentence_transformers.cross_encoder import CrossEncoder
+
+        return CrossEncoder(str(_cross_encoder_base(location, work)), num_labels=1, max_length=max_length,
+                            device="cpu", local_files_only=True)
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(location, device="cpu", local_files_only=True)
+    model.max_seq_length = max_length
+    return model
+
+
+def build_trainer(target: str, model: Any, columns: dict[str, list], hyper: dict, work: Path,
+                  save_every: int, callbacks: list) -> Any:
+    """sentence-transformers' trainer for ``target``, on ``columns``, as the docs set it up (its
+    printed log dicts left out: the lab's progress lines carry step, ETA and loss)."""
+    trainer = _trainer(target, model, columns, hyper, work, save_every, callbacks)
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+def _trainer(target: str, model: Any, columns: dict[str, list], hyper: dict, work: Path,
+             save_every: int, callbacks: list) -> Any:
+    from datasets import Dataset
+
+    dataset = Dataset.from_dict(columns)
+    common = dict(output_dir=str(work / "checkpoints"), num_train_epochs=hyper["epochs"],
+                  per_device_train_batch_size=hyper["batch_size"], learning_rate=hyper["lr"],
+                  warmup_steps=hyper["warmup_ratio"], seed=hyper["seed"], data_seed=hyper["seed"],
+                  save_strategy="steps", save_steps=save_every, save_total_limit=2, logging_steps=max(1, save_every // 2),
+                  report_to=[], use_cpu=True, dataloader_num_workers=0, disable_tqdm=True,
+                  max_steps=hyper["max_steps"] or -1)
+    if target == "reranker":
+        from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
+        from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss, ListNetLoss
+
+        import torch
+
+        if hyper["loss"] == "bce":
+            loss = BinaryCrossEntropyLoss(model, pos_weight=torch.tensor(float(max(1, hyper["negatives"]))))
+        else:
+            loss = ListNetLoss(model)
+        args = CrossEncoderTrainingArguments(**common)
+        return CrossEncoderTrainer(model=model, args=args, train_dataset=dataset, loss=loss, callbacks=callbacks)
+    from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
+    from sentence_transformers.losses import MultipleNegativesRankingLoss
+    from sentence_transformers.training_args import BatchSamplers
+
+    args = SentenceTransformerTrainingArguments(**common, batch_sampler=BatchSamplers.NO_DUPLICATES)
+    return SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset,
+                                      loss=MultipleNegativesRankingLoss(model), callbacks=callbacks)
+
+
+def _progress_callback(ticker: Ticker, losses: list[float]) -> Any:
+    from transformers import TrainerCallback
+
+    class Progress(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
+            ticker.update(max(0, state.global_step - ticker.done))
+
+        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001
+            if logs and "loss" in logs:
+                losses.append(float(logs["loss"]))
+                ticker.note(f"loss {logs['loss']:.4f}")
+
+        def on_save(self, args, state, control, **kwargs):  # noqa: ANN001
+            point("tune.after_checkpoint")
+
+    return Progress()
+
+
+def weights_sha(folder: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(folder.rglob("*.safetensors")):
+        h.update(f.relative_to(folder).as_posix().encode() + b"\x00")
+        with open(f, "rb") as fh:
+            while block := fh.read(1 << 22):
+                h.update(block)
+    return h.hexdigest()[:16]
+
+
+@dataclass
+class TuneResult:
+    path: Path
+    card: dict
+
+
+def tune(opts: TuneOptions) -> TuneResult:
+    """Prepare, train (resuming a checkpoint of the same work), score the dev split, save."""
+    check_options(opts)
+    t0 = time.perf_counter()
+    prep = prepare(opts)
+    hyper = opts.hyper()
+    by_id = {p.id: p for p in prep.passages}
+    train_fp = fingerprint(prep.train, prep.passages)
+    base = base_location()
+    run_key = hashlib.sha256(json.dumps([opts.target, train_fp, hyper, model_fingerprint(base)],
+                                        sort_keys=True).encode()).hexdigest()[:12]
+    root = tuned_root(opts.cache_root)
+    work = root / ".work" / f"{opts.out}-{run_key}"
+    work.mkdir(parents=True, exist_ok=True)
+    columns = pairs_dataset(prep.train, by_id, hyper["loss"])
+    n_rows = len(next(iter(columns.values())))
+    if n_rows == 0:
+        raise ConfigError("lab tune: no training pair: no question has a hard negative to learn against",
+                          hint="raise --negatives, or add questions (--pseudo N)")
+    steps_per_epoch = -(-n_rows // hyper["batch_size"])
+    total = hyper["max_steps"] or max(1, int(round(steps_per_epoch * hyper["epochs"])))
+    save_every = opts.save_every or max(1, total // 10)
+    last = _last_checkpoint(work / "checkpoints")
+    log.info("tuning a %s (%s) on %d questions (%d pairs/rows; %d dev questions held back): %d steps%s",
+             opts.target, hyper["loss"], len(prep.train), n_rows, len(prep.dev), total,
+             f", resuming from {last.name}" if last else "")
+    model = build_model(opts.target, base, work, hyper["max_length"], opts.seed)
+    before = dev_mrr(opts.target, None, prep, by_id, opts.show_progress) if prep.dev else None
+    losses: list[float] = []
+    t_train = time.perf_counter()
+    with Ticker(f"tune {opts.target}", total, opts.show_progress, unit="steps") as ticker:
+        if last is not None:
+            ticker.update(int(last.name.split("-")[-1]))
+        trainer = build_trainer(opts.target, model, columns, hyper, work, save_every,
+                                [_progress_callback(ticker, losses)])
+        try:
+            output = trainer.train(resume_from_checkpoint=str(last) if last else None)
+        except BaseException:  # Ctrl-C, SIGTERM: say what a rerun resumes from, and stop as the CLI does
+            kept = _last_checkpoint(work / "checkpoints")
+            log.warning("training stopped at step %d; %s", ticker.done,
+                        f"{kept.name} is kept: the same command resumes from it" if kept else "no checkpoint yet")
+            raise
+    train_s = time.perf_counter() - t_train
+    after = dev_mrr(opts.target, model, prep, by_id, opts.show_progress) if prep.dev else None
+    card = {
+        "name": opts.out, "target": opts.target, "base_model": BASE_MODEL, "base_fingerprint": model_fingerprint(base),
+        "training_set": train_fp, "kb": prep.kb_fingerprint, "index": {"experiment": opts.index, "key": prep.index_key},
+        "sources": {"train": [str(p) for p in opts.train], "pseudo": opts.pseudo,
+                    "holdout": [str(p) for p in opts.holdout]},
+        "questions": prep.counts, "hyperparameters": hyper, "seed": opts.seed,
+        "steps": int(output.global_step), "rows": n_rows, "train_s": round(train_s, 1),
+        "wall_s": round(time.perf_counter() - t0, 1), "pairs_per_s": round(n_rows * hyper["epochs"] / train_s, 2)
+        if not hyper["max_steps"] else round(output.global_step * hyper["batch_size"] / train_s, 2),
+        "final_loss": losses[-1] if losses else float(output.training_loss), "mean_loss": float(output.training_loss),
+        "losses": losses, "dev": {"n": len(prep.dev), "mrr_before": before, "mrr_after": after},
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    path = save(model, card, prep, opts)
+    shutil.rmtree(work, ignore_errors=True)
+    log.info("saved %s (%s, %s) in %s%s", path, card["fingerprint"], f"{card['steps']} steps",
+             duration(card["wall_s"]),
+             f"; dev MRR {before:.4f} -> {after:.4f} on {len(prep.dev)} questions" if before is not None else "")
+    return TuneResult(path, card)
+
+
+def _last_checkpoint(folder: Path) -> Path | None:
+    if not folder.is_dir():
+        return None
+    done = [p for p in folder.glob("checkpoint-*") if p.is_dir() and (p / "trainer_state.json").is_file()]
+    return max(done, key=lambda p: int(p.name.split("-")[-1]), default=None)
+
+
+def save(model: Any, card: dict, prep: Prepared, opts: TuneOptions) -> Path:
+    """Write the model beside its final place and rename it there: whole or not at all. A full
+    disk stops with exit 2 and leaves nothing a config could load."""
+    target = tuned_dir(opts.out, opts.cache_root)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        model.save_pretrained(str(tmp))
+        card["fingerprint"] = weights_sha(tmp)
+        with open(tmp / QUESTIONS, "w", encoding="utf-8") as fh:
+            for q in prep.train:
+                fh.write(json.dumps(q.record(), ensure_ascii=False) + "\n")
+        (tmp / "README.md").write_text(model_card(card), encoding="utf-8")
+        (tmp / CARD).write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
+        point("tune.before_rename")
+        if target.exists():
+            old = target.with_name(f".{target.name}.old-{os.getpid()}")
+            os.replace(target, old)
+            os.replace(tmp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, target)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES):
+            raise LabError(f"could not write the tuned model to {target.parent}: {exc.strerror}",
+                           hint="free some space (or make the cache writable: LAB_CACHE names it), then run "
+                                "the same command again: training resumes from its last checkpoint") from None
+        raise
+    return target
+
+
+def model_card(card: dict) -> str:
+    h = card["hyperparameters"]
+    dev = card["dev"]
+    lines = [
+        f"# {card['name']}", "",
+        f"A {'cross-encoder (reranker)' if card['target'] == 'reranker' else 'bi-encoder (embedding model)'} "
+        f"tuned by `lab tune {card['target']}` from `{card['base_model']}`.", "",
+        "| | |", "|---|---|",
+        f"| weights fingerprint | `{card['fingerprint']}` |",
+        f"| training set fingerprint | `{card['training_set']}` |",
+        f"| knowledge base fingerprint | `{card['kb']}` |",
+        f"| passages | chunks of `{card['index']['experiment']}` (index `{card['index']['key']}`) |",
+        f"| questions | {card['questions'].get('train')} trained on ({card['questions'].get('generated')} from eval "
+        f"sets, {card['questions'].get('pseudo')} pseudo-queries), {card['questions'].get('dev')} dev |",
+        f"| loss | {h['loss']} |",
+        f"| hyperparameters | lr {h['lr']}, epochs {h['epochs']}, batch {h['batch_size']}, max length "
+        f"{h['max_length']}, negatives {h['negatives']}, warm-up {h['warmup_ratio']} |",
+        f"| seed | {card['seed']} |",
+        f"| steps | {card['steps']} |",
+        f"| wall time | {card['wall_s']} s (training {card['train_s']} s, {card['pairs_per_s']} rows/s) |",
+        f"| final loss | {card['final_loss']:.4f} (mean {card['mean_loss']:.4f}) |",
+    ]
+    if dev.get("mrr_after") is not None:
+        lines.append(f"| dev MRR | {dev['mrr_before']:.4f} before, {dev['mrr_after']:.4f} after ({dev['n']} questions) |")
+    name = card["name"]
+    use = (f"reranker:\n  name: sentence_transformer   # or flag_embedding\n  model: tuned/{name}\n  top_n: 3"
+           if card["target"] == "reranker" else f"embedding:\n  model: tuned/{name}")
+    lines += ["", "Use it in an experiment config:", "", "```yaml", use, "```", ""]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# The dev split
+
+
+def dev_mrr(target: str, model: Any, prep: Prepared, by_id: dict[str, Passage], show_progress: bool) -> float:
+    """MRR of the dev questions' positives. Reranker: the dense top candidates, in the first
+    stage's order (``model`` None) or the model's. Embedding: every passage, by the base model's
+    vectors (``model`` None: the index's own order) or the tuned model's."""
+    if model is None:
+        return float(np.mean([_rr(prep.dense[q.text], q.positives) for q in prep.dev]))
+    if target == "reranker":
+        rrs = []
+        for q in prep.dev:
+            cands = prep.dense[q.text]
+            scores = model.predict([(q.text, by_id[c].text) for c in cands], show_progress_bar=False)
+            ranked = [c for _, c in sorted(zip((-float(s) for s in scores), cands), key=lambda x: x[0])]
+            rrs.append(_rr(ranked, q.positives))
+        return float(np.mean(rrs))
+    ids = [p.id for p in prep.passages]
+    docs = model.encode([p.text for p in prep.passages], normalize_embeddings=True, show_progress_bar=False)
+    queries = model.encode([q.text for q in prep.dev], normalize_embeddings=True, show_progress_bar=False)
+    sims = queries @ docs.T
+    rrs = []
+    for q, row in zip(prep.dev, sims):
+        ranked = [ids[i] for i in np.argsort(-row)[:CANDIDATES]]
+        rrs.append(_rr(ranked, q.positives))
+    return float(np.mean(rrs))
+
+
+def _rr(ranked: Sequence[str], positives: Sequence[str]) -> float:
+    for i, pid in enumerate(ranked):
+        if pid in positives:
+            return 1.0 / (i + 1)
+    return 0.0

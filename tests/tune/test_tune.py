@@ -1,0 +1,220 @@
+"""``lab tune`` end to end on the fixture knowledge base: a few real training steps with
+sentence-transformers' trainers, the folder it writes, configs that use it through both LlamaIndex
+rerankers, the leakage guard, determinism, resume after a kill, and bad input."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lab.models.tuned import CARD, QUESTIONS
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+QUICK = ["--max-steps", "3", "--batch-size", "4", "--max-length", "64", "--no-progress"]
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """A copy of the fixture project, its own cache (LAB_CACHE), and one reranker tuned on it: the
+    fixture eval set's span rows plus 30 pseudo-queries, three steps."""
+    root = tmp_path_factory.mktemp("tune")
+    project = root / "project"
+    shutil.copytree(FIXTURES, project)
+    (project / "experiments" / "small-tuned.yaml").write_text(
+        "schema_version: 1\nextends: small-retrieval\ndescription: fixture, tuned cross-encoder\n"
+        "retriever: {name: vector, top_k: 6}\n"
+        "reranker: {name: sentence_transformer, model: tuned/fixture-reranker, top_n: 3}\n")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("LAB_CACHE", str(root / "cache"))
+    mp.chdir(project)
+    from lab.cli import main
+
+    code = main(["tune", "reranker", "--index", "small-retrieval", "--train", "eval.jsonl", "--pseudo", "30",
+                 "--out", "fixture-reranker", *QUICK])
+    assert code == 0
+    yield project, root / "cache"
+    mp.undo()
+
+
+def _tune(cli, *args):
+    return cli("tune", *args, *QUICK)
+
+
+def test_the_folder_is_a_plain_hugging_face_model_with_its_card(world):
+    project, cache = world
+    folder = cache / "tuned" / "fixture-reranker"
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "README.md",
+                 CARD, QUESTIONS):
+        assert (folder / name).is_file(), name
+    card = json.loads((folder / CARD).read_text())
+    assert card["target"] == "reranker" and card["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert card["steps"] == 3 and card["seed"] == 0
+    assert card["hyperparameters"] == {"loss": "bce", "epochs": 1.0, "lr": 5e-5, "batch_size": 4, "max_length": 64,
+                                       "negatives": 4, "max_steps": 3, "warmup_ratio": 0.1, "seed": 0}
+    # one eval row has a golden span (f2); 30 pseudo-queries asked, the fixture's chunks hold 18
+    # usable sentences and headings; 10% of the questions held back as dev
+    q = card["questions"]
+    assert (q["generated"], q["pseudo"], q["skipped"]) == (1, 18, {"no golden span": 5})
+    assert q["train"] + q["dev"] == 19 and q["dev"] == 2
+    trained = [json.loads(line) for line in (folder / QUESTIONS).read_text().splitlines()]
+    assert len(trained) == q["train"]
+    assert len(card["fingerprint"]) == 16 and len(card["training_set"]) == 16 and len(card["kb"]) == 64
+    assert math.isfinite(card["final_loss"]) and card["dev"]["n"] == 2
+    assert "tuned/fixture-reranker" in (folder / "README.md").read_text()
+    # nothing half-written beside it, and the checkpoints are gone once saved
+    assert sorted(p.name for p in (cache / "tuned").iterdir() if p.name != ".work") == ["fixture-reranker"]
+    assert list((cache / "tuned" / ".work").iterdir()) == []
+    from transformers import AutoModelForSequenceClassification
+
+    model = AutoModelForSequenceClassification.from_pretrained(folder)  # a plain Hugging Face folder
+    assert model.config.num_labels == 1
+
+
+def test_both_llamaindex_rerankers_load_it_and_rank_alike(world):
+    project, cache = world
+    from llama_index.core.postprocessor import SentenceTransformerRerank
+    from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
+    from llama_index.postprocessor.flag_embedding_reranker import FlagEmbeddingReranker
+
+    folder = str(cache / "tuned" / "fixture-reranker")
+    texts = ["The Ember 90 costs 8,400 euros.", "The Ghent workshop opened in 2014.", "Kilns need a vent."]
+
+    def nodes():
+        return [NodeWithScore(node=TextNode(text=t, id_=str(i)), score=0.0) for i, t in enumerate(texts)]
+
+    q = QueryBundle("How much does the Ember 90 cost?")
+    st = SentenceTransformerRerank(model=folder, top_n=3, device="cpu").postprocess_nodes(nodes(), query_bundle=q)
+    flag = FlagEmbeddingReranker(model=folder, top_n=3, use_fp16=False).postprocess_nodes(nodes(), query_bundle=q)
+    assert [n.node.node_id for n in st] == [n.node.node_id for n in flag]
+    # FlagEmbedding gives the logit, sentence-transformers its sigmoid: the same model either way
+    for a, b in zip(st, flag):
+        assert float(a.score) == pytest.approx(1 / (1 + math.exp(-float(b.score))), abs=1e-5)
+
+
+def test_a_config_uses_it_and_the_run_records_it(world, cli):
+    project, cache = world
+    (project / "held.jsonl").write_text("".join(
+        line + "\n" for line in (project / "eval.jsonl").read_text().splitlines() if '"f2"' not in line))
+    code, out, err = cli("run", "small-tuned", "--eval", "held.jsonl", "--reports", "reports", "--no-progress")
+    assert code == 0, err
+    run = sorted((project / "reports" / "small-tuned").glob("2*"))[-1]
+    results = json.loads((run / "results.json").read_text())
+    card = json.loads((cache / "tuned" / "fixture-reranker" / CARD).read_text())
+    tuned = results["models"]["reranker"]["tuned"]
+    assert tuned["name"] == "fixture-reranker" and tuned["fingerprint"] == card["fingerprint"]
+    assert tuned["training_set"] == card["training_set"] and tuned["overlap"] == 0 and tuned["same_kb"] is True
+    assert results["models"]["reranker"]["source"] == "tuned"
+    samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    assert len(samples) == 5 and all(len(s["retrieved"]) == 3 for s in samples)
+    assert "fixture-reranker" in (run / "report.html").read_text()
+
+
+def test_the_leakage_guard_refuses_its_own_training_questions(world, cli):
+    project, cache = world
+    # f2 was a training question: the full eval set overlaps
+    code, out, err = cli("run", "small-tuned", "--reports", "refused", "--no-progress")
+    assert code == 2
+    assert "trained on 1 question(s) of the eval set" in err and "How much does the Ember 90 cost?" in err
+    assert "same question" in err and "--allow-overlap" in err and "--holdout" in err
+    assert not (project / "refused").exists()  # refused at start-up: nothing written
+    code, out, err = cli("run", "small-tuned", "--reports", "reports2", "--no-progress", "--allow-overlap")
+    assert code == 0, err
+    run = sorted((project / "reports2" / "small-tuned").glob("2*"))[-1]
+    assert json.loads((run / "results.json").read_text())["models"]["reranker"]["tuned"]["overlap"] == 1
+
+
+def test_holdout_leaves_overlapping_questions_out(world, cli):
+    project, cache = world
+    code, out, err = _tune(cli, "reranker", "--index", "small-retrieval", "--train", "eval.jsonl", "--pseudo", "10",
+                           "--holdout", "eval.jsonl", "--out", "held-out")
+    assert code == 0, err
+    card = json.loads((cache / "tuned" / "held-out" / CARD).read_text())
+    assert card["questions"]["held_out"] == 1 and card["sources"]["holdout"] == ["eval.jsonl"]
+    texts = [json.loads(x)["text"] for x in (cache / "tuned" / "held-out" / QUESTIONS).read_text().splitlines()]
+    assert "How much does the Ember 90 cost?" not in texts
+
+
+def test_same_data_and_seed_same_weights(world, cli):
+    project, cache = world
+    for name in ("same-a", "same-b"):
+        code, out, err = _tune(cli, "reranker", "--index", "small-retrieval", "--pseudo", "12", "--out", name)
+        assert code == 0, err
+    a, b = (json.loads((cache / "tuned" / n / CARD).read_text()) for n in ("same-a", "same-b"))
+    assert a["fingerprint"] == b["fingerprint"] and a["training_set"] == b["training_set"]
+    code, out, err = _tune(cli, "reranker", "--index", "small-retrieval", "--pseudo", "12", "--seed", "1",
+                           "--out", "seed-1")
+    assert code == 0, err
+    assert json.loads((cache / "tuned" / "seed-1" / CARD).read_text())["fingerprint"] != a["fingerprint"]
+
+
+def test_a_killed_tuning_resumes_from_its_checkpoint(world):
+    project, cache = world
+    env = {**os.environ, "LAB_CACHE": str(cache), "LAB_FAULT": "tune.after_checkpoint"}
+    cmd = [sys.executable, "-m", "lab", "tune", "reranker", "--index", "small-retrieval", "--pseudo", "12",
+           "--out", "killed", "--max-steps", "4", "--batch-size", "4", "--max-length", "64", "--no-progress"]
+    first = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == -9, first.stderr  # SIGKILL at the first checkpoint (step 1 of 4)
+    assert not (cache / "tuned" / "killed").exists()  # no half-written model a config could load
+    work = list((cache / "tuned" / ".work").glob("killed-*"))
+    assert len(work) == 1 and (work[0] / "checkpoints" / "checkpoint-1").is_dir()
+    del env["LAB_FAULT"]
+    second = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr
+    assert "resuming from checkpoint-1" in second.stderr
+    card = json.loads((cache / "tuned" / "killed" / CARD).read_text())
+    assert card["steps"] == 4 and not work[0].exists()
+
+
+def test_bad_input_exits_2_and_writes_nothing(world, cli):
+    project, cache = world
+    (project / "bad.jsonl").write_text('{"question": "Q?", "keywords": ["kiln"], "reference_answer": "A", '
+                                       '"category": "x"}\n{"question": \n')
+    code, out, err = _tune(cli, "reranker", "--index", "small-retrieval", "--train", "bad.jsonl", "--out", "bad")
+    assert code == 2 and "bad.jsonl" in err and "line 2" in err
+    assert not (cache / "tuned" / "bad").exists()
+    code, out, err = _tune(cli, "reranker", "--index", "small-retrieval", "--pseudo", "5", "--out", "fixture-reranker")
+    assert code == 2 and "exists already" in err and "--force" in err
+    code, out, err = _tune(cli, "reranker", "--index", "small-retrieval", "--out", "nothing")
+    assert code == 2 and "no training questions" in err and "--pseudo" in err
+    code, out, err = _tune(cli, "embedding", "--pseudo", "5", "--loss", "bce", "--out", "x", "--index", "small-retrieval")
+    assert code == 2 and "does not train a embedding" in err
+    code, out, err = cli("run", "small-retrieval", "--reports", "r", "--no-progress")  # unrelated runs unaffected
+    assert code == 0, err
+
+
+def test_a_config_naming_an_untuned_model_says_how_to_make_it(world, cli):
+    project, cache = world
+    (project / "experiments" / "small-missing.yaml").write_text(
+        "schema_version: 1\nextends: small-retrieval\nembedding: {model: tuned/never-made}\n")
+    code, out, err = cli("run", "small-missing", "--reports", "r", "--no-progress")
+    assert code == 2 and "tuned/never-made" in err and "lab tune embedding" in err and "--out never-made" in err
+
+
+def test_a_tuned_embedding_builds_its_own_index_and_a_retrained_one_another(world, cli):
+    project, cache = world
+    (project / "experiments" / "small-embed.yaml").write_text(
+        "schema_version: 1\nextends: small-retrieval\nembedding: {model: tuned/fixture-embed}\n")
+    keys = []
+    for seed in ("0", "1"):
+        code, out, err = _tune(cli, "embedding", "--index", "small-retrieval", "--pseudo", "20", "--out",
+                               "fixture-embed", "--seed", seed, "--force")
+        assert code == 0, err
+        code, out, err = cli("run", "small-embed", "--eval", "held.jsonl" if (project / "held.jsonl").exists()
+                             else "eval.jsonl", "--reports", "re", "--no-progress", "--allow-overlap")
+        assert code == 0, err
+        run = sorted((project / "re" / "small-embed").glob("2*"))[-1]
+        results = json.loads((run / "results.json").read_text())
+        keys.append((results["index"]["key"], results["models"]["embedding"]["fingerprint"]))
+    assert keys[0][0] != keys[1][0] and keys[0][1] != keys[1][1]  # retrained: a new index, never the stale one
+    code, out, err = cli("run", "small-retrieval", "--reports", "re", "--no-progress")
+    base = json.loads((sorted((project / "re" / "small-retrieval").glob("2*"))[-1] / "results.json").read_text())
+    assert base["index"]["key"] not in (keys[0][0], keys[1][0])
