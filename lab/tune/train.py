@@ -287,12 +287,16 @@ def build_model(target: str, location: str, work: Path, max_length: int, seed: i
     if target == "reranker":
         from sentence_transformers.cross_encoder import CrossEncoder
 
-        return CrossEncoder(str(_cross_encoder_base(location, work)), num_labels=1, max_length=max_length,
-                            device="cpu", local_files_only=True)
-    from sentence_transformers import SentenceTransformer
+        model = CrossEncoder(str(_cross_encoder_base(location, work)), num_labels=1, max_length=max_length,
+                             device="cpu", local_files_only=True)
+    else:
+        from sentence_transformers import SentenceTransformer
 
-    model = SentenceTransformer(location, device="cpu", local_files_only=True)
-    model.max_seq_length = max_length
+        model = SentenceTransformer(location, device="cpu", local_files_only=True)
+        model.max_seq_length = max_length
+    # the library's own card would pick "widget examples" from the data (a progress bar of its own);
+    # the lab writes its card (README.md) itself
+    model.model_card_data.widget = [{"text": "lab tune"}]
     return model
 
 
@@ -331,8 +335,8 @@ def _trainer(target: str, model: Any, columns: dict[str, list], hyper: dict, wor
         args = CrossEncoderTrainingArguments(**common)
         return CrossEncoderTrainer(model=model, args=args, train_dataset=dataset, loss=loss, callbacks=callbacks)
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
-    from sentence_transformers.losses import MultipleNegativesRankingLoss
-    from sentence_transformers.training_args import BatchSamplers
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
+    from sentence_transformers.sentence_transformer.training_args import BatchSamplers
 
     args = SentenceTransformerTrainingArguments(**common, batch_sampler=BatchSamplers.NO_DUPLICATES)
     return SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset,
