@@ -137,7 +137,8 @@ def main() -> int:
     ap.add_argument("--k", type=int, default=50, help="candidates reranked per question")
     ap.add_argument("--smoke", action="store_true", help="the test fixture, 3 steps: for make test")
     args = ap.parse_args()
-    from lab.tune.train import DEFAULTS, TuneOptions, prepare
+    from lab.tune.data import prepare
+    from lab.tune.options import DEFAULTS, TuneOptions
     from lab.progress import setup_logging
 
     setup_logging(False)

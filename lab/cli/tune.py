@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +58,8 @@ def add_parsers(sub: Any, common: Any) -> None:
 def cmd_tune(args: argparse.Namespace) -> int:
     import sys
 
-    from lab.tune.train import TuneOptions, tune
+    from lab.tune.options import TuneOptions
+    from lab.tune.train import tune
 
     opts = TuneOptions(
         target=args.target, out=args.out, kb=str(args.kb) if args.kb else None, index=args.index, train=args.train,

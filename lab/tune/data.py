@@ -1,0 +1,161 @@
+"""The training material of ``lab tune``: the passages of an index, the questions (eval-set rows
+with golden spans, pseudo-queries), the hard negatives mined from the index's dense and BM25 sides,
+the dev split, and the dev split's MRR before and after (:func:`dev_mrr`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from lab.errors import ConfigError
+from lab.evalsets.evalset import load_eval_set
+from lab.evalsets.leakage import overlaps
+from lab.metrics.text import folded_text
+from lab.progress import Ticker
+from lab.tune.options import TuneOptions
+from lab.tune.pairs import Passage, TrainQuestion, mine_negatives, pseudo_queries, span_questions
+
+log = logging.getLogger(__name__)
+
+#: Candidates taken from each first stage (dense, BM25) per question, for mining and the dev split.
+CANDIDATES = 20
+
+
+@dataclass
+class Prepared:
+    """The training material: passages, questions with negatives, the dev split."""
+
+    passages: list[Passage]
+    train: list[TrainQuestion]
+    dev: list[TrainQuestion]
+    dense: dict[str, list[str]]  # question text -> the first stage's dense candidates (ids, ranked)
+    counts: dict[str, Any] = field(default_factory=dict)
+    kb_fingerprint: str = ""
+    index_key: str = ""
+
+
+def prepare(opts: TuneOptions) -> Prepared:
+    """Passages from the index, questions from the files and the chunks, negatives mined."""
+    from llama_index.core.schema import QueryBundle
+
+    from lab.config import BM25Retriever, VectorRetriever, load_experiment, run_overrides
+    from lab.paths import cache_dir
+    from lab.rag.index import ensure_fts
+    from lab.rag.pipeline import open_pipeline, resolve_models
+    from lab.rag.retrievers import build_retriever
+
+    cfg = load_experiment(opts.index, opts.experiments_dir, run_overrides(opts.kb, None))
+    cfg = cfg.model_copy(update={"generation": None, "judge": None, "reranker": None, "query": None,
+                                 "ragas": None, "caches": None})
+    root = opts.experiments_dir.resolve().parent
+    # every input is read before the index is opened: a bad row stops in a second
+    rows: list[tuple[str, dict]] = []
+    for path in opts.train:
+        es = load_eval_set(Path(path), None)
+        rows += [(f"{path}:{r._line}", r.model_dump(mode="json")) for r in es.rows]
+    held: list[tuple[int, str, list[str]]] = []
+    for path in opts.holdout:
+        es = load_eval_set(Path(path), None)
+        held += [(r._line, r.question, [x.content for x in r.references or []]) for r in es.rows]
+    plans = resolve_models(cfg, root)
+    cache_root = opts.cache_root or cache_dir()
+    pipe = open_pipeline(cfg, plans, root, cache_root, opts.show_progress)
+    passages = _passages(pipe.handle)
+    by_id = {p.id: p for p in passages}
+    questions, skipped = span_questions(rows, passages)
+    pseudo = pseudo_queries(passages, opts.pseudo, opts.seed)
+    questions += pseudo
+    if len(pseudo) < opts.pseudo:
+        log.warning("asked for %d pseudo-queries; the %d chunks hold %d usable sentences and headings (each used once)",
+                    opts.pseudo, len(passages), len(pseudo))
+    counts: dict[str, Any] = {"passages": len(passages), "generated": len(questions) - len(pseudo),
+                              "pseudo": len(pseudo), "skipped": skipped}
+    if held:
+        clash = overlaps([q.record() for q in questions], held)
+        gone = {o.train_question for o in clash}
+        questions = [q for q in questions if q.text not in gone]
+        counts["held_out"] = len(gone)
+        if gone:
+            log.info("left out %d training question(s) that are, or share a span with, a --holdout question", len(gone))
+    if not questions:
+        raise ConfigError("lab tune: no training question is left (every row lacked a golden span found in "
+                          "the chunks, or overlapped --holdout)",
+                          hint="add --pseudo N, or give --train an eval set made by lab generate on these documents")
+    # candidates: dense (one batched LanceDB search) and BM25, for every question
+    texts = [q.text for q in questions]
+    vectors = pipe.embed_model.encode(texts, pipe.embed_model.query_prefix, show_progress=opts.show_progress)
+    k = min(CANDIDATES, len(passages))
+    dense_r = build_retriever(VectorRetriever(name="vector", top_k=k), pipe.handle.index, pipe.embed_model)
+    dense_nodes = dense_r.retrieve_many([QueryBundle(query_str=t, embedding=v.tolist()) for t, v in zip(texts, vectors)])
+    ensure_fts(pipe.handle, cache_root)
+    sparse_r = build_retriever(BM25Retriever(name="bm25", top_k=k), pipe.handle.index, pipe.embed_model)
+    folded = {p.id: folded_text(p.text) for p in passages}
+    dense: dict[str, list[str]] = {}
+    with Ticker("mine negatives", len(questions), opts.show_progress) as ticker:
+        for q, nodes in zip(questions, dense_nodes):
+            d = [n.node.node_id for n in nodes]
+            s = [n.node.node_id for n in sparse_r.retrieve(QueryBundle(query_str=q.text))]
+            dense[q.text] = d
+            q.negatives = mine_negatives(q, d, s, by_id, folded, opts.negatives)
+            ticker.update()
+    # the dev split: seeded, never trained on
+    order = list(range(len(questions)))
+    random.Random(opts.seed).shuffle(order)
+    n_dev = int(round(opts.dev * len(questions))) if len(questions) >= 10 else 0
+    dev = [questions[i] for i in sorted(order[:n_dev])]
+    train = [questions[i] for i in sorted(order[n_dev:])]
+    counts.update({"train": len(train), "dev": len(dev),
+                   "negatives": sum(len(q.negatives) for q in train)})
+    return Prepared(passages, train, dev, dense, counts, pipe.handle.manifest.get("corpus_hash", ""), pipe.handle.key)
+
+
+def _passages(handle: Any) -> list[Passage]:
+    table = handle.index.vector_store.table
+    data = table.to_arrow()
+    ids = data.column("id").to_pylist()
+    texts = data.column("text").to_pylist()
+    sources: list[str] = [""] * len(ids)
+    if "metadata" in data.column_names:
+        for i, m in enumerate(data.column("metadata").to_pylist()):
+            meta = json.loads(m) if isinstance(m, str) else (m or {})
+            sources[i] = str(meta.get("source") or "")
+    order = sorted(range(len(ids)), key=lambda i: ids[i])  # table order is not a contract
+    return [Passage(ids[i], sources[i], texts[i]) for i in order]
+
+
+def dev_mrr(target: str, model: Any, prep: Prepared, by_id: dict[str, Passage], show_progress: bool) -> float:
+    """MRR of the dev questions' positives. Reranker: the dense top candidates, in the first
+    stage's order (``model`` None) or the model's. Embedding: every passage, by the base model's
+    vectors (``model`` None: the index's own order) or the tuned model's."""
+    if model is None:
+        return float(np.mean([_rr(prep.dense[q.text], q.positives) for q in prep.dev]))
+    if target == "reranker":
+        rrs = []
+        for q in prep.dev:
+            cands = prep.dense[q.text]
+            scores = model.predict([(q.text, by_id[c].text) for c in cands], show_progress_bar=False)
+            ranked = [c for _, c in sorted(zip((-float(s) for s in scores), cands), key=lambda x: x[0])]
+            rrs.append(_rr(ranked, q.positives))
+        return float(np.mean(rrs))
+    ids = [p.id for p in prep.passages]
+    docs = model.encode([p.text for p in prep.passages], normalize_embeddings=True, show_progress_bar=False)
+    queries = model.encode([q.text for q in prep.dev], normalize_embeddings=True, show_progress_bar=False)
+    sims = queries @ docs.T
+    rrs = []
+    for q, row in zip(prep.dev, sims):
+        ranked = [ids[i] for i in np.argsort(-row)[:CANDIDATES]]
+        rrs.append(_rr(ranked, q.positives))
+    return float(np.mean(rrs))
+
+
+def _rr(ranked: Sequence[str], positives: Sequence[str]) -> float:
+    for i, pid in enumerate(ranked):
+        if pid in positives:
+            return 1.0 / (i + 1)
+    return 0.0

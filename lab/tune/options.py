@@ -1,0 +1,48 @@
+"""What ``lab tune`` is asked to do (:class:`TuneOptions`), and its defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+TARGETS = ("reranker", "embedding")
+LOSSES = {"reranker": ("bce", "listnet"), "embedding": ("mnrl",)}
+BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+#: Defaults by target: what the dev split picked (docs/tuning.md).
+DEFAULTS = {
+    "reranker": {"lr": 5e-5, "epochs": 1.0, "batch_size": 16, "max_length": 256},
+    "embedding": {"lr": 3e-5, "epochs": 1.0, "batch_size": 32, "max_length": 256},
+}
+
+
+@dataclass
+class TuneOptions:
+    target: str
+    out: str
+    kb: str | None = None
+    index: str = "turn13"
+    train: Sequence[Path] = ()
+    pseudo: int = 0
+    holdout: Sequence[Path] = ()
+    negatives: int = 4
+    loss: str | None = None
+    epochs: float | None = None
+    lr: float | None = None
+    batch_size: int | None = None
+    max_length: int | None = None
+    max_steps: int | None = None
+    dev: float = 0.1
+    seed: int = 0
+    force: bool = False
+    save_every: int | None = None  # steps between checkpoints (default: a tenth of the run)
+    show_progress: bool = True
+    experiments_dir: Path = Path("experiments")
+    cache_root: Path | None = None
+
+    def hyper(self) -> dict:
+        d = DEFAULTS[self.target]
+        return {"loss": self.loss or LOSSES[self.target][0], "epochs": self.epochs or d["epochs"],
+                "lr": self.lr or d["lr"], "batch_size": self.batch_size or d["batch_size"],
+                "max_length": self.max_length or d["max_length"], "negatives": self.negatives,
+                "max_steps": self.max_steps, "warmup_ratio": 0.1, "seed": self.seed}
