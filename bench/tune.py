@@ -46,9 +46,9 @@ def raw_trainer(target: str, model, columns: dict, hyper: dict, out: Path):
         from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
         from sentence_transformers.cross_encoder.losses import BinaryCrossEntropyLoss
 
-        loss = BinaryCrossEntropyLoss(model, pos_weight=torch.tensor(float(hyper["negatives"])))
-        return CrossEncoderTrainer(model=model, args=CrossEncoderTrainingArguments(**common), train_dataset=dataset,
-                                   loss=loss)
+        loss = BinaryCrossEntropyLoss(model, pos_weight=torch.tensor(float(hyper["negatives"] + hyper["random_negatives"])))
+        args = CrossEncoderTrainingArguments(**common, learning_rate_mapping={r"(pooler|classifier)\.": hyper["head_lr"]})
+        return CrossEncoderTrainer(model=model, args=args, train_dataset=dataset, loss=loss)
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from sentence_transformers.sentence_transformer.training_args import BatchSamplers
@@ -158,9 +158,9 @@ def main() -> int:
         print(f"corpus: {len(prep.passages)} passages of {args.index}, {len(prep.train)} training questions, "
               f"{prep.counts['negatives']} hard negatives")
         model_dir = None
-        for target, loss in (("reranker", "bce"), ("embedding", "mnrl")):
-            hyper = {"loss": loss, "lr": DEFAULTS[target]["lr"], "batch_size": batch[target], "max_length": max_length,
-                     "negatives": 4, "max_steps": args.steps, "warmup_ratio": 0.1, "seed": 0}
+        for target in ("reranker", "embedding"):
+            hyper = {**TuneOptions(target=target, out="bench").hyper(), "batch_size": batch[target],
+                     "max_length": max_length, "max_steps": args.steps, "epochs": 1}
             lab_s, raw_s, lab_loss, raw_loss, pairs = time_training(target, prep, hyper, work)
             print(f"train {target:<9} lab {lab_s:8.2f} s  raw {raw_s:8.2f} s  ratio {lab_s / raw_s:.3f}  "
                   f"{pairs / lab_s:.1f} pairs/s  loss lab {lab_loss:.6f} raw {raw_loss:.6f}")

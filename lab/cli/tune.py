@@ -38,10 +38,15 @@ def add_parsers(sub: Any, common: Any) -> None:
     p.add_argument("--train", type=Path, action="append", default=[], metavar="FILE",
                    help="eval set (JSONL) with golden spans to train on; repeatable")
     p.add_argument("--pseudo", type=int, default=0, metavar="N", help="pseudo-queries made from the chunks (no LLM)")
+    p.add_argument("--cloze", type=float, default=0.0, metavar="SHARE",
+                   help="share of pseudo-queries whose positive is the chunk without the sentence (inverse cloze; "
+                        "default 0: the chunk whole)")
     p.add_argument("--holdout", type=Path, action="append", default=[], metavar="FILE",
                    help="eval set to keep out: training questions that are, or share a span with, one of its "
                         "questions are dropped before training; repeatable")
-    p.add_argument("--negatives", type=int, default=4, help="hard negatives per question (default: 4)")
+    p.add_argument("--negatives", type=int, default=3, help="hard negatives per question (default: 3)")
+    p.add_argument("--random-negatives", type=int, default=2, metavar="N",
+                   help="negatives drawn at random from other documents, per question (default: 2)")
     p.add_argument("--loss", help="reranker: bce (default) or listnet; embedding: mnrl")
     p.add_argument("--epochs", type=float, help="passes over the training pairs (default: 1)")
     p.add_argument("--lr", type=float, help="learning rate (default: reranker 5e-5, embedding 3e-5)")
@@ -63,7 +68,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     opts = TuneOptions(
         target=args.target, out=args.out, kb=str(args.kb) if args.kb else None, index=args.index, train=args.train,
-        pseudo=args.pseudo, holdout=args.holdout, negatives=args.negatives, loss=args.loss, epochs=args.epochs,
+        pseudo=args.pseudo, cloze=args.cloze, holdout=args.holdout, negatives=args.negatives, random_negatives=args.random_negatives, loss=args.loss, epochs=args.epochs,
         lr=args.lr, batch_size=args.batch_size, max_length=args.max_length, max_steps=args.max_steps, dev=args.dev,
         seed=args.seed, force=args.force, show_progress=not args.no_progress and sys.stderr.isatty(),
         experiments_dir=args.experiments)

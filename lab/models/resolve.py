@@ -33,7 +33,7 @@ from urllib.parse import urlparse
 
 from lab.config import LLMConfig
 from lab.errors import ConfigError, LabError, ModelNotFoundError
-from lab.models.tuned import is_tuned, read_card, resolve_tuned
+from lab.models.tuned import is_tuned, read_card, resolve_tuned, tuned_root
 from lab.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -253,6 +253,10 @@ def known_models() -> list[tuple[str, str, str]]:
             out.append((name, "gguf", str(resolve_gguf(name))))
         except LabError as exc:
             out.append((name, "missing", exc.hint or ""))
+    root = tuned_root()
+    for folder in sorted(root.glob("*")) if root.is_dir() else []:
+        if read_card(folder) is not None:  # made by lab tune
+            out.append((f"tuned/{folder.name}", "tuned", str(folder)))
     return out
 
 

@@ -69,7 +69,7 @@ def prepare(opts: TuneOptions) -> Prepared:
     passages = _passages(pipe.handle)
     by_id = {p.id: p for p in passages}
     questions, skipped = span_questions(rows, passages)
-    pseudo = pseudo_queries(passages, opts.pseudo, opts.seed)
+    pseudo = pseudo_queries(passages, opts.pseudo, opts.seed, opts.cloze)
     questions += pseudo
     if len(pseudo) < opts.pseudo:
         log.warning("asked for %d pseudo-queries; the %d chunks hold %d usable sentences and headings (each used once)",
@@ -97,12 +97,14 @@ def prepare(opts: TuneOptions) -> Prepared:
     sparse_r = build_retriever(BM25Retriever(name="bm25", top_k=k), pipe.handle.index, pipe.embed_model)
     folded = {p.id: folded_text(p.text) for p in passages}
     dense: dict[str, list[str]] = {}
+    draw = random.Random(opts.seed + 2)
     with Ticker("mine negatives", len(questions), opts.show_progress) as ticker:
         for q, nodes in zip(questions, dense_nodes):
             d = [n.node.node_id for n in nodes]
             s = [n.node.node_id for n in sparse_r.retrieve(QueryBundle(query_str=q.text))]
             dense[q.text] = d
             q.negatives = mine_negatives(q, d, s, by_id, folded, opts.negatives)
+            q.negatives += random_negatives(q, passages, folded, opts.random_negatives, draw)
             ticker.update()
     # the dev split: seeded, never trained on
     order = list(range(len(questions)))
@@ -113,6 +115,23 @@ def prepare(opts: TuneOptions) -> Prepared:
     counts.update({"train": len(train), "dev": len(dev),
                    "negatives": sum(len(q.negatives) for q in train)})
     return Prepared(passages, train, dev, dense, counts, pipe.handle.manifest.get("corpus_hash", ""), pipe.handle.key)
+
+
+def random_negatives(q: TrainQuestion, passages: Sequence[Passage], folded: dict[str, str], n: int,
+                     draw: random.Random) -> list[str]:
+    """``n`` chunks of other documents than the question's positives, drawn at random (seeded),
+    none holding its span. Hard negatives alone leave a fresh cross-encoder head at a constant score
+    for hundreds of steps (measured: docs/tuning.md); a few easy ones give it its first signal."""
+    sources = {p.source for p in passages if p.id in q.positives}
+    out: list[str] = []
+    for _ in range(20 * n):
+        if len(out) >= n:
+            break
+        p = passages[draw.randrange(len(passages))]
+        if p.source in sources or p.id in out or p.id in q.negatives or (q.span and q.span in folded[p.id]):
+            continue
+        out.append(p.id)
+    return out
 
 
 def _passages(handle: Any) -> list[Passage]:

@@ -11,8 +11,8 @@ LOSSES = {"reranker": ("bce", "listnet"), "embedding": ("mnrl",)}
 BASE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 #: Defaults by target: what the dev split picked (docs/tuning.md).
 DEFAULTS = {
-    "reranker": {"lr": 5e-5, "epochs": 1.0, "batch_size": 16, "max_length": 256},
-    "embedding": {"lr": 3e-5, "epochs": 1.0, "batch_size": 32, "max_length": 256},
+    "reranker": {"lr": 5e-5, "head_lr": 1e-3, "epochs": 1.0, "batch_size": 16, "max_length": 256},
+    "embedding": {"lr": 3e-5, "head_lr": None, "epochs": 1.0, "batch_size": 32, "max_length": 256},
 }
 
 
@@ -24,8 +24,10 @@ class TuneOptions:
     index: str = "turn13"
     train: Sequence[Path] = ()
     pseudo: int = 0
+    cloze: float = 0.0  # share of pseudo-queries whose positive is the chunk without the sentence
     holdout: Sequence[Path] = ()
-    negatives: int = 4
+    negatives: int = 3
+    random_negatives: int = 2  # chunks of other documents, drawn at random: a fresh head's first signal
     loss: str | None = None
     epochs: float | None = None
     lr: float | None = None
@@ -45,4 +47,5 @@ class TuneOptions:
         return {"loss": self.loss or LOSSES[self.target][0], "epochs": self.epochs or d["epochs"],
                 "lr": self.lr or d["lr"], "batch_size": self.batch_size or d["batch_size"],
                 "max_length": self.max_length or d["max_length"], "negatives": self.negatives,
+                "random_negatives": self.random_negatives, "head_lr": d["head_lr"],
                 "max_steps": self.max_steps, "warmup_ratio": 0.1, "seed": self.seed}

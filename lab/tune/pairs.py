@@ -1,7 +1,8 @@
 """Training questions for ``lab tune``, and what keeps them honest: pure functions, no model.
 
-- :func:`pseudo_queries`: questions made without any LLM, by inverse cloze: a sentence or a
-  heading taken out of its chunk is the query, the chunk without it the positive passage.
+- :func:`pseudo_queries`: questions made without any LLM: a sentence or a heading taken from its
+  chunk, under its document's title, is the query, the chunk (or, by inverse cloze, the chunk
+  without it) the positive passage.
 - :func:`span_questions`: an eval set's rows with golden spans (``lab generate`` writes them):
   the question, and as positives every chunk holding the span's text (a repeated paragraph has
   several).
@@ -20,6 +21,7 @@ import json
 import random
 import re
 from dataclasses import asdict, dataclass, field
+from pathlib import PurePosixPath
 from typing import Iterable, Sequence
 
 from lab.evalsets.leakage import MIN_SPAN_CHARS
@@ -55,9 +57,10 @@ class TrainQuestion:
     kind: str  # "pseudo" | "generated"
     positive_text: str | None = None
     negatives: list[str] = field(default_factory=list)
+    source: str = ""  # a pseudo-query's document: its sentence elsewhere, under another title, is a negative
 
     def record(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if k not in ("positive_text", "negatives")}
+        return {k: v for k, v in asdict(self).items() if k not in ("positive_text", "negatives", "source")}
 
 
 def candidate_sentences(text: str) -> list[str]:
@@ -83,41 +86,56 @@ def candidate_sentences(text: str) -> list[str]:
     return out
 
 
-def pseudo_queries(passages: Sequence[Passage], n: int, seed: int) -> list[TrainQuestion]:
-    """``n`` inverse-cloze questions: passages in a seeded order, one sentence or heading from each
-    per round, the positive the passage without it. A sentence found in more than one document
-    (boilerplate, a repeated paragraph) is skipped: it would have no single answer."""
+def title_of(source: str) -> str:
+    """A document's name as a question says it: its file name without the extension, ``_`` and
+    ``-`` as spaces ("employees/Alex Chen.md": "Alex Chen")."""
+    return re.sub(r"[_-]+", " ", PurePosixPath(source).stem).strip()
+
+
+def pseudo_queries(passages: Sequence[Passage], n: int, seed: int, cloze: float = 0.0) -> list[TrainQuestion]:
+    """``n`` questions made from the chunks, no LLM: passages in a seeded order, one sentence or
+    heading from each per round. A query names its document, as a user's question names what it is
+    about: the document's title (:func:`title_of`) goes first unless the sentence holds it already
+    ("Alex Chen: 2022: $210,000 base salary"). With probability ``cloze`` the positive is the
+    passage without the sentence (the inverse cloze task), else the passage whole. A query found in
+    more than one document (boilerplate under the same title) is skipped: it has no single answer."""
     if n <= 0 or not passages:
         return []
     documents_of: dict[str, set[str]] = {}
-    per_passage: list[tuple[Passage, list[str]]] = []
+    per_passage: list[tuple[Passage, list[tuple[str, str]]]] = []
     for p in passages:
-        sentences = candidate_sentences(p.text)
-        for s in sentences:
-            documents_of.setdefault(folded_text(s), set()).add(p.source)
-        if sentences:
-            per_passage.append((p, sentences))
+        title = title_of(p.source)
+        queries = []
+        for sentence in candidate_sentences(p.text):
+            named = not title or folded_text(title) in folded_text(sentence)
+            queries.append((sentence, sentence if named else f"{title}: {sentence}"))
+            documents_of.setdefault(folded_text(queries[-1][1]), set()).add(p.source)
+        if queries:
+            per_passage.append((p, queries))
     rng = random.Random(seed)
     order = list(range(len(per_passage)))
     rng.shuffle(order)
     picks = {i: rng.sample(range(len(per_passage[i][1])), len(per_passage[i][1])) for i in order}
+    removal = random.Random(seed + 1)  # its own stream: the questions do not depend on cloze
     out: list[TrainQuestion] = []
     taken: set[str] = set()
     for round_ in range(max((len(s) for _, s in per_passage), default=0)):
         for i in order:
-            passage, sentences = per_passage[i]
-            if round_ >= len(sentences):
+            passage, queries = per_passage[i]
+            if round_ >= len(queries):
                 continue
-            sentence = sentences[picks[i][round_]]
-            key = folded_text(sentence)
+            sentence, query = queries[picks[i][round_]]
+            key = folded_text(query)
             if key in taken or len(documents_of[key]) > 1:
                 continue
             taken.add(key)
-            rest = passage.text.replace(sentence, " ", 1) if sentence in passage.text else passage.text
-            rest = re.sub(r"[ \t]{2,}", " ", rest).strip()
-            if len(rest) < 20:  # nothing left to match against
-                continue
-            out.append(TrainQuestion(sentence, (passage.id,), key, f"pseudo:{passage.id}", "pseudo", rest))
+            rest = None
+            if removal.random() < cloze and sentence in passage.text:
+                rest = re.sub(r"[ \t]{2,}", " ", passage.text.replace(sentence, " ", 1)).strip()
+                if len(rest) < 20:  # nothing left to match against: the passage whole
+                    rest = None
+            out.append(TrainQuestion(query, (passage.id,), folded_text(sentence), f"pseudo:{passage.id}", "pseudo",
+                                     rest, source=passage.source))
             if len(out) == n:
                 return out
     return out
@@ -164,7 +182,8 @@ def mine_negatives(question: TrainQuestion, dense: Sequence[str], sparse: Sequen
                    passages: dict[str, Passage], folded: dict[str, str], cap: int) -> list[str]:
     """Up to ``cap`` hard negatives: the dense and BM25 candidates in turn (dense first), each
     once, skipping the positives and any passage that holds the question's span or the question
-    itself (an overlapping chunk repeats its neighbour's sentences: it is not wrong)."""
+    itself (an overlapping chunk repeats its neighbour's sentences: it is not wrong). A pseudo-query
+    names its document: its sentence in another document (a template's line) is a negative."""
     out: list[str] = []
     query = folded_text(question.text)
     for pair in _interleave(dense, sparse):
@@ -173,7 +192,8 @@ def mine_negatives(question: TrainQuestion, dense: Sequence[str], sparse: Sequen
         if pair in out or pair in question.positives or pair not in passages:
             continue
         text = folded[pair]
-        if (question.span and question.span in text) or (question.kind == "pseudo" and query in text):
+        elsewhere = question.source and passages[pair].source != question.source
+        if (question.span and question.span in text and not elsewhere) or (question.kind == "pseudo" and query in text):
             continue
         out.append(pair)
     return out

@@ -179,10 +179,14 @@ def _trainer(target: str, model: Any, columns: dict[str, list], hyper: dict, wor
         import torch
 
         if hyper["loss"] == "bce":
-            loss = BinaryCrossEntropyLoss(model, pos_weight=torch.tensor(float(max(1, hyper["negatives"]))))
+            loss = BinaryCrossEntropyLoss(model, pos_weight=torch.tensor(float(max(1, hyper["negatives"] + hyper.get(
+                "random_negatives", 0)))))
         else:
             loss = ListNetLoss(model)
-        args = CrossEncoderTrainingArguments(**common)
+        # the head is new (pooler and one-logit classifier on the [CLS] token of an encoder trained for
+        # mean pooling): it learns at head_lr, the encoder at lr
+        mapping = {r"(pooler|classifier)\.": hyper["head_lr"]} if hyper.get("head_lr") else {}
+        args = CrossEncoderTrainingArguments(**common, learning_rate_mapping=mapping)
         return CrossEncoderTrainer(model=model, args=args, train_dataset=dataset, loss=loss, callbacks=callbacks)
     from sentence_transformers import SentenceTransformerTrainer, SentenceTransformerTrainingArguments
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
@@ -274,7 +278,7 @@ def tune(opts: TuneOptions) -> TuneResult:
     card = {
         "name": opts.out, "target": opts.target, "base_model": BASE_MODEL, "base_fingerprint": model_fingerprint(base),
         "training_set": train_fp, "kb": prep.kb_fingerprint, "index": {"experiment": opts.index, "key": prep.index_key},
-        "sources": {"train": [str(p) for p in opts.train], "pseudo": opts.pseudo,
+        "sources": {"train": [str(p) for p in opts.train], "pseudo": opts.pseudo, "cloze": opts.cloze,
                     "holdout": [str(p) for p in opts.holdout]},
         "questions": prep.counts, "hyperparameters": hyper, "seed": opts.seed,
         "steps": int(output.global_step), "rows": n_rows, "train_s": round(train_s, 1),

@@ -26,28 +26,44 @@ def test_candidate_sentences_keeps_headings_and_sentences_drops_tables():
     assert candidate_sentences("# Prices\n\nIt is cheap.") == []
 
 
-def test_pseudo_queries_one_per_passage_a_round_positive_without_the_query():
-    qs = pseudo_queries([KILN, GHENT, COPY], 4, seed=0)
-    assert len(qs) == 4
+def test_pseudo_queries_name_their_document_one_per_passage_a_round():
+    qs = pseudo_queries([KILN, GHENT, COPY], 7, seed=0)
+    # a sentence that does not name its document gets the document's title first; the line the
+    # two company pages share is a query of each, under each one's title
+    assert sorted(q.text for q in qs) == [
+        "Ember 90 kiln",
+        "The Ember 90 costs 8,400 euros.",
+        "The Ghent workshop opened in 2014 with four potters.",
+        "about: Brightwater ships kilns to nine countries.",
+        "about: Odile Ferrand runs it with her brother.",
+        "ember: It fires at 1,300 degrees in under six hours.",
+        "ghent: Odile Ferrand runs it with her brother.",
+    ]
     for q in qs:
         (pid,) = q.positives
         passage = {"a": KILN, "b": GHENT, "c": COPY}[pid]
-        assert q.text in passage.text and q.text not in q.positive_text  # the inverse cloze
-        assert q.kind == "pseudo" and q.span == folded_text(q.text)
-    # the sentence two documents share is never a query
-    assert all(q.text != "Odile Ferrand runs it with her brother." for q in qs)
-    # a round takes one sentence from each passage before any passage gives another: a has three
-    # usable sentences, b and c one each (their other is the shared one)
-    assert sorted(q.positives[0] for q in qs) == ["a", "a", "b", "c"]
-    # seeded: the same seed the same questions, another seed another order
-    assert [q.text for q in pseudo_queries([KILN, GHENT, COPY], 4, seed=0)] == [q.text for q in qs]
+        assert q.kind == "pseudo" and q.positive_text is None and q.source == passage.source
+        assert q.span in folded_text(passage.text) and q.span == folded_text(q.text.split(": ", 1)[-1])
+    # a round takes one sentence from each passage before any passage gives another
+    assert sorted(q.positives[0] for q in qs[:3]) == ["a", "b", "c"]
+    # seeded: the same seed, the same questions in the same order
+    assert [q.text for q in pseudo_queries([KILN, GHENT, COPY], 7, seed=0)] == [q.text for q in qs]
+    assert [q.text for q in pseudo_queries([KILN, GHENT, COPY], 7, seed=3)] != [q.text for q in qs]
 
 
-def test_pseudo_queries_stop_when_the_chunks_run_out():
-    qs = pseudo_queries([GHENT], 10, seed=1)  # alone, GHENT's second sentence is its own
-    assert sorted(q.text for q in qs) == ["Odile Ferrand runs it with her brother.",
-                                          "The Ghent workshop opened in 2014 with four potters."]
-    assert pseudo_queries([], 5, 0) == [] and pseudo_queries([KILN], 0, 0) == []
+def test_pseudo_queries_by_inverse_cloze_lose_their_sentence_from_the_positive():
+    qs = pseudo_queries([KILN, GHENT, COPY], 7, seed=0, cloze=1.0)
+    assert [q.text for q in qs] == [q.text for q in pseudo_queries([KILN, GHENT, COPY], 7, seed=0)]
+    for q in qs:
+        sentence = q.text.split(": ", 1)[-1] if q.text.startswith(("about: ", "ghent: ", "ember: ")) else q.text
+        assert q.positive_text is not None and sentence not in q.positive_text
+
+
+def test_a_line_two_documents_share_under_one_title_is_no_query():
+    twin = Passage("d", "company/ghent.md", "Odile Ferrand runs it with her brother. Closed on Mondays and Sundays.")
+    other = Passage("e", "archive/ghent.md", "Odile Ferrand runs it with her brother. Kilns fire on Thursdays and Fridays.")
+    qs = pseudo_queries([twin, other], 10, seed=0)
+    assert sorted(q.text for q in qs) == ["ghent: Closed on Mondays and Sundays.", "ghent: Kilns fire on Thursdays and Fridays."]
 
 
 def test_span_questions_every_passage_holding_the_span_is_a_positive():
@@ -72,6 +88,13 @@ def test_mine_negatives_alternates_lists_and_skips_chunks_holding_the_span():
     # dense: b (positive), c (holds the span: not wrong), d; BM25: e, a, d (again), zz (not a passage)
     assert mine_negatives(q, ["b", "c", "d"], ["e", "a", "d", "zz"], passages, folded, cap=5) == ["e", "a", "d"]
     assert mine_negatives(q, ["b", "c", "d"], ["e", "a", "d"], passages, folded, cap=2) == ["e", "a"]
+    # a pseudo-query names its document: the same line in another document is a negative, in its own
+    # document (an overlapping chunk) it is not
+    twin = Passage("f", "company/ghent.md", "Odile Ferrand runs it with her brother. Closed on Mondays.")
+    passages["f"], folded["f"] = twin, folded_text(twin.text)
+    p = TrainQuestion("ghent: Odile Ferrand runs it with her brother.", ("b",),
+                      folded_text("Odile Ferrand runs it with her brother."), "pseudo:b", "pseudo", source=GHENT.source)
+    assert mine_negatives(p, ["b", "c", "f", "d"], [], passages, folded, cap=5) == ["c", "d"]
 
 
 def test_overlaps_same_question_near_duplicate_and_same_span():

@@ -58,13 +58,14 @@ def test_the_folder_is_a_plain_hugging_face_model_with_its_card(world):
     card = json.loads((folder / CARD).read_text())
     assert card["target"] == "reranker" and card["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
     assert card["steps"] == 3 and card["seed"] == 0
-    assert card["hyperparameters"] == {"loss": "bce", "epochs": 1.0, "lr": 5e-5, "batch_size": 4, "max_length": 64,
-                                       "negatives": 4, "max_steps": 3, "warmup_ratio": 0.1, "seed": 0}
-    # one eval row has a golden span (f2); 30 pseudo-queries asked, the fixture's chunks hold 18
+    assert card["hyperparameters"] == {"loss": "bce", "epochs": 1.0, "lr": 5e-5, "head_lr": 1e-3, "batch_size": 4,
+                                       "max_length": 64, "negatives": 3, "random_negatives": 2, "max_steps": 3,
+                                       "warmup_ratio": 0.1, "seed": 0}
+    # one eval row has a golden span (f2); 30 pseudo-queries asked, the fixture's chunks hold 20
     # usable sentences and headings; 10% of the questions held back as dev
     q = card["questions"]
-    assert (q["generated"], q["pseudo"], q["skipped"]) == (1, 18, {"no golden span": 5})
-    assert q["train"] + q["dev"] == 19 and q["dev"] == 2
+    assert (q["generated"], q["pseudo"], q["skipped"]) == (1, 20, {"no golden span": 5})
+    assert q["train"] + q["dev"] == 21 and q["dev"] == 2
     trained = [json.loads(line) for line in (folder / QUESTIONS).read_text().splitlines()]
     assert len(trained) == q["train"]
     assert len(card["fingerprint"]) == 16 and len(card["training_set"]) == 16 and len(card["kb"]) == 64
@@ -77,6 +78,11 @@ def test_the_folder_is_a_plain_hugging_face_model_with_its_card(world):
 
     model = AutoModelForSequenceClassification.from_pretrained(folder)  # a plain Hugging Face folder
     assert model.config.num_labels == 1
+
+
+def test_lab_models_lists_it(world, cli):
+    code, out, err = cli("models")
+    assert code == 0 and any(line.split()[:2] == ["tuned/fixture-reranker", "tuned"] for line in out.splitlines())
 
 
 def test_both_llamaindex_rerankers_load_it_and_rank_alike(world):
