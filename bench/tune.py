@@ -108,15 +108,18 @@ def time_reranking(model_dir: Path, prep, k: int, repeats: int) -> tuple[int, fl
     batch = best[0]
     lab = SentenceTransformerRerank(model=str(model_dir), top_n=3, device="cpu")
     lab._model.predict = _with_batch(lab._model.predict, batch)
-    t0 = time.perf_counter()
-    for q in questions:
-        nodes = [NodeWithScore(node=TextNode(text=by_id[i].text, id_=i), score=0.0) for i in ids]
-        lab.postprocess_nodes(nodes, query_bundle=QueryBundle(q.text))
-    lab_ms = (time.perf_counter() - t0) * 1000 / len(questions)
-    t0 = time.perf_counter()
-    for q in questions:
-        raw.predict([(q.text, by_id[i].text) for i in ids], batch_size=batch, show_progress_bar=False)
-    raw_ms = (time.perf_counter() - t0) * 1000 / len(questions)
+    lab_times, raw_times = [], []
+    for _ in range(2):  # alternated: neither side gets the warmer machine
+        t0 = time.perf_counter()
+        for q in questions:
+            nodes = [NodeWithScore(node=TextNode(text=by_id[i].text, id_=i), score=0.0) for i in ids]
+            lab.postprocess_nodes(nodes, query_bundle=QueryBundle(q.text))
+        lab_times.append((time.perf_counter() - t0) * 1000 / len(questions))
+        t0 = time.perf_counter()
+        for q in questions:
+            raw.predict([(q.text, by_id[i].text) for i in ids], batch_size=batch, show_progress_bar=False)
+        raw_times.append((time.perf_counter() - t0) * 1000 / len(questions))
+    lab_ms, raw_ms = min(lab_times), min(raw_times)
     return batch, lab_ms, raw_ms
 
 
