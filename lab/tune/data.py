@@ -77,12 +77,13 @@ def prepare(opts: TuneOptions) -> Prepared:
     counts: dict[str, Any] = {"passages": len(passages), "generated": len(questions) - len(pseudo),
                               "pseudo": len(pseudo), "skipped": skipped}
     if held:
-        clash = overlaps([q.record() for q in questions], held)
-        gone = {o.train_question for o in clash}
-        questions = [q for q in questions if q.text not in gone]
-        counts["held_out"] = len(gone)
-        if gone:
-            log.info("left out %d training question(s) that are, or share a span with, a --holdout question", len(gone))
+        # each training question against every held-out row (overlaps() names one clash per eval row)
+        kept = [q for q in questions if not overlaps([q.record()], held)]
+        counts["held_out"] = len(questions) - len(kept)
+        if counts["held_out"]:
+            log.info("left out %d training question(s) that are, or share a span with, a --holdout question",
+                     counts["held_out"])
+        questions = kept
     if not questions:
         raise ConfigError("lab tune: no training question is left (every row lacked a golden span found in "
                           "the chunks, or overlapped --holdout)",

@@ -125,3 +125,14 @@ def test_fingerprint_changes_with_a_negative_or_a_passage_text():
     q2 = TrainQuestion("Who runs it?", ("b",), "", "x", "generated", negatives=["c"])
     assert fingerprint([q2], [KILN, GHENT, COPY]) != base
     assert fingerprint([q], [KILN, Passage("b", GHENT.source, GHENT.text + " Closed Mondays.")]) != base
+
+
+def test_every_training_question_sharing_a_held_out_span_is_found_one_by_one():
+    # two training questions share one eval row's span: overlaps() names the row once, so the
+    # holdout filter asks for each training question alone (lab.tune.data.prepare)
+    span = folded_text("The Ember 90 costs 8,400 euros.")
+    train = [{"text": "ember: The Ember 90 costs 8,400 euros.", "span": span, "origin": "pseudo:a"},
+             {"text": "Ember 90 price list for 2024 models", "span": span, "origin": "pseudo:c"}]
+    held = [(7, "How much is the Ember 90?", ["The Ember 90 costs 8,400 euros."])]
+    assert len(overlaps(train, held)) == 1
+    assert [t["origin"] for t in train if overlaps([t], held)] == ["pseudo:a", "pseudo:c"]
