@@ -178,7 +178,9 @@ def resolve_reranker(cfg: RerankerConfig | None) -> RerankerPlan | None:
         return RerankerPlan(cfg, resolve_hf_model(cfg.model, kind))
     except LabError as exc:
         exc.hint = (exc.hint or "") + (
-            "; or run the experiment turn22-offline, whose second stage runs with packaged models"
+            "; or run the experiment turn22-offline, whose second stage runs with packaged models; or train a "
+            "cross-encoder on your documents (lab tune reranker --index turn18 --pseudo 1000 --out reranker-semantic) "
+            "and run turn22-tuned"
         )
         raise
 
