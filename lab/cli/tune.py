@@ -9,12 +9,11 @@ from typing import Any
 
 from lab.cli import options
 
-EPILOG = """examples:
-  lab tune reranker --kb ../shared/benchmarks/insurellm/knowledge-base --index turn18 --pseudo 1000 \\
-      --holdout ../shared/benchmarks/insurellm/tests.jsonl --out insurellm-reranker
-  lab tune embedding --kb ~/docs --train eval_sets/docs.jsonl --pseudo 500 --out docs-embed
+EPILOG = """example: lab tune reranker --kb ~/docs --index turn18 --pseudo 1000 --holdout eval_sets/docs.jsonl \\
+      --out reranker-semantic
+also:    lab tune embedding --kb ~/docs --train eval_sets/docs.jsonl --pseudo 500 --out docs-embed
 
-then name the model in a config:  reranker: {name: sentence_transformer, model: tuned/insurellm-reranker}
+then name the model in a config:  reranker: {name: sentence_transformer, model: tuned/reranker-semantic}
                                   embedding: {model: tuned/docs-embed}
 The model is written to $LAB_CACHE/tuned/NAME (default ~/.cache/lab/tuned/NAME), whole or not at all;
 Ctrl-C or a kill, then the same command, resumes from the last checkpoint."""
