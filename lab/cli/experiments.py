@@ -183,14 +183,16 @@ def _next_step(args: argparse.Namespace) -> str:
     """After a retrieval-only run: the command that answers and judges a sample, with its cost here."""
     from lab.eval.estimate import estimate  # heavy (see the top of this module)
     from lab.judge.rubric import resolve_judge
-    from lab.rag.pipeline import resolve_models
+    from lab.models.resolve import named_llm
 
     full = load_experiment(args.name, args.experiments, run_overrides(args.kb, args.eval, NEXT_SAMPLE, args.seed))
     if full.generation is None and full.judge is None:
         return "next: this config answers nothing (no generation or judge section): compare it with `lab compare`"
     root = args.experiments.resolve().parent
-    plans = resolve_models(full, root)
-    costs = estimate(full, NEXT_SAMPLE, plans.generation, plans.query, resolve_judge(full.judge, root),
+    # models named, not looked up: a hint must not assemble a 1.1 GB GGUF that the next run may never use
+    generation = named_llm(full.generation.llm, "generation") if full.generation is not None else None
+    query = named_llm(full.query.llm, "query rewriting") if full.query is not None else None
+    costs = estimate(full, NEXT_SAMPLE, generation, query, resolve_judge(full.judge, root, models=False),
                      _cache_root(args))
     known = [c.seconds for c in costs if c.seconds is not None]
     cost = f", about {duration(sum(known))} here" if known else ""

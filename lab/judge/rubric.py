@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field, ValidationError
 from lab.config import JudgeConfig
 from lab.metrics.injection import neutralise, suspect_reasons
 from lab.models.llm import LabLLM, LLMCallError
-from lab.models.resolve import LLMPlan, resolve_llm
+from lab.models.resolve import LLMPlan, named_llm, resolve_llm
 from lab.prompts import Prompt, load_prompt
 
 JUDGE_FIELDS = {"question", "reference", "answer"}
@@ -73,12 +73,14 @@ class JudgePlan:
     prompt: Prompt
 
 
-def resolve_judge(cfg: JudgeConfig | None, project_root: Path | None) -> JudgePlan | None:
-    """Check the judge at start-up (its prompt, its model or key), before any work."""
+def resolve_judge(cfg: JudgeConfig | None, project_root: Path | None, *, models: bool = True) -> JudgePlan | None:
+    """Check the judge at start-up (its prompt, its model or key), before any work. With
+    ``models=False`` its model is only named (:func:`~lab.models.resolve.named_llm`): for estimates."""
     if cfg is None:
         return None
     prompt = load_prompt(cfg.prompt, JUDGE_FIELDS, where="judge.prompt")
-    return JudgePlan(cfg, resolve_llm(cfg.llm, "judge", project_root), prompt)
+    llm = resolve_llm(cfg.llm, "judge", project_root) if models else named_llm(cfg.llm, "judge")
+    return JudgePlan(cfg, llm, prompt)
 
 
 class Judgement(BaseModel):

@@ -327,6 +327,12 @@ class LLMPlan:
         }
 
 
+def named_llm(cfg: LLMConfig, role: str) -> LLMPlan:
+    """An LLM plan that only names its model, nothing looked up (a packaged GGUF is not assembled):
+    enough to estimate a run's cost, never to load or fingerprint the model."""
+    return LLMPlan(cfg, role, cfg.model, "")
+
+
 def resolve_llm(cfg: LLMConfig, role: str, project_root: Path | None) -> LLMPlan:
     """Check an LLM config at start-up: the GGUF exists (sha-verified) or the key is set."""
     if cfg.backend == "llama_cpp":
