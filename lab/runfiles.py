@@ -60,6 +60,11 @@ class Sample(TypedDict, total=False):
     metrics: dict[str, float | int | None]  # metric name (lab.metrics.catalog) -> value
     retrieved: list[Retrieved]
     first_stage: list[dict] | None  # [{id, score}] before reranking; None without a reranker
+    # since the loss funnel: the retriever's candidates [{id, rank, score}] (at most 100), and the
+    # question's funnel {lost_at, seen, items, n_candidates, budget, stated, answer_excerpt, accuracy,
+    # diagnostics} (lab.metrics.funnel); lost_at None: the row has no gold evidence
+    candidates: list[dict]
+    funnel: dict
     timings: dict[str, float | None]
     # [{source, start, end}]; since the span rank metrics also rank (of the first passage holding the
     # span, None: none), held_by_twin (true where that passage holds a twin), and, for a span with
@@ -91,7 +96,9 @@ class Results(TypedDict, total=False):
     detector also {n_suspect, suspect_ids, suspect_rule}), calibration, judge_checks (the perturbation checks:
     {n, seed, method, summary, items, differs}), repeatability (judge.repeats / generation.repeats:
     {judge_repeats, answer_repeats, temperature, method, deterministic, n_questions, by_dimension}), ragas; not_scored when a metric is n/a for some
-    questions ({metric: {n, why, ids}})."""
+    questions ({metric: {n, why, ids}}); since the loss funnel, funnel ({stages, n, n_without_gold,
+    overall: {n, lost: {stage: n}, kept}, by_category, derived, diagnostics?, judge_vs_evidence?},
+    lab.metrics.funnel.summarise)."""
 
     schema_version: int
     name: str
@@ -115,6 +122,7 @@ class Results(TypedDict, total=False):
     repeatability: dict
     ragas: dict
     not_scored: dict
+    funnel: dict
     counters: dict[str, int]
     llm_usage: dict[str, dict]
     cost_usd: float | None

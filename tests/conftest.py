@@ -27,6 +27,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_gguf(tmp_path_factory):
+    """Tests that run the packaged Qwen each have their own cache; they share one assembled copy
+    of its 1.1 GB GGUF (beside the workers' temporary folders), not one copy per test."""
+    shared = tmp_path_factory.getbasetemp().parent / "gguf"
+    previous = os.environ.get("LAB_GGUF_DIR")
+    os.environ["LAB_GGUF_DIR"] = str(shared)
+    yield
+    if previous is None:
+        os.environ.pop("LAB_GGUF_DIR", None)
+    else:
+        os.environ["LAB_GGUF_DIR"] = previous
+
+
 @pytest.fixture(autouse=True)
 def _no_global_settings(monkeypatch):
     """Fail any test in which something reaches for Settings.llm / Settings.embed_model

@@ -42,6 +42,22 @@ def add_parsers(sub: Any, common: Any) -> None:
     options.force(cmp_, "the compare.html and exports in --out DIR")
     cmp_.add_argument("--no-html", action="store_true", help="print the table only")
 
+    fun = sub.add_parser(
+        "funnel", help="where each question lost its gold evidence, stage by stage (one or more runs)",
+        description="The loss funnel: for each question with golden spans or keywords, the first stage that lost "
+                    "its evidence (not in the knowledge base, chunking, first stage, second stage, context budget, "
+                    "generation, judge) or kept all the way; per stage the questions lost there; for two or more "
+                    "runs, the questions each adjacent pair recovered and newly lost at each stage, with paired "
+                    "tests on the share of questions getting past each stage (Holm over the stages). Old runs "
+                    "show the stages their files hold. Reads run files only; no model is loaded.",
+        epilog="example: lab funnel turn13 turn18 turn22-tuned",
+    )
+    fun.add_argument("runs", nargs="+", metavar="RUN", help="a run folder, or an experiment NAME (its latest full run)")
+    options.reports(fun)
+    fun.add_argument("--category", metavar="NAME", help="only the questions of this category")
+    fun.add_argument("--questions", action="store_true",
+                     help="also list each question of the last RUN with the stage it was lost at and its evidence")
+
     show = sub.add_parser("show", help="print a run's summary table (with 95%% intervals) in the terminal",
                           epilog="example: lab show turn13")
     show.add_argument("run", metavar="RUN", help="an experiment NAME (its latest run) or a run folder")
@@ -78,6 +94,33 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_funnel(args: argparse.Namespace) -> int:
+    from lab.report.funnel import evidence, terminal_lines
+
+    runs = load_runs(args.runs, args.reports)
+    for note in (r.note for r in runs if r.note):
+        print(f"note: {note}")
+    if args.category is not None:
+        known = sorted({s["category"] for r in runs for s in r.samples})
+        if args.category not in known:
+            raise LabError(f"no question of category {args.category!r} in these runs",
+                           hint=f"categories: {', '.join(known) or '(none)'}")
+    print("\n".join(terminal_lines([(r.label, r.results, r.samples) for r in runs], args.category)))
+    if args.questions:
+        last = runs[-1]
+        print(f"\n{last.label}: each question")
+        for s in last.samples:
+            if args.category is not None and s["category"] != args.category:
+                continue
+            e = evidence(s)
+            if e is None:
+                print(f"  {s['id']:<10} no gold evidence")
+                continue
+            pieces = "; ".join(f"{p['what']!r}: {p['state']} ({p['where']})" for p in e["pieces"])
+            print(f"  {s['id']:<10} {e['label']:<26} {pieces}")
+    return 0
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     folder = resolve_run(args.run, args.reports)
     print_summary(folder)
@@ -85,4 +128,4 @@ def cmd_show(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"report": cmd_report, "compare": cmd_compare, "show": cmd_show}
+COMMANDS = {"report": cmd_report, "compare": cmd_compare, "funnel": cmd_funnel, "show": cmd_show}

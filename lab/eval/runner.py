@@ -28,6 +28,7 @@ from lab.eval.stages import (Timer, ann_stage, answer_stage, judge_sections, jud
                              retrieval_sections, retrieve_stage)
 from lab.metrics import catalog
 from lab.metrics.aggregate import by_category, mean_table
+from lab.metrics.funnel import finish, summarise
 from lab.metrics.labels import labelled_ids, load_labels
 from lab.models.llm import LabLLM, build_llm
 from lab.models.tuned import card_summary, read_card, training_questions
@@ -114,6 +115,14 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
         extra["ragas"] = ragas_stage(samples, finals, ragas_llm, pipe.embed_model, cfg.ragas, timer,
                                      opts.show_progress)
         metric_names += [f"ragas_{m}" for m in cfg.ragas.metrics]
+
+    # --- the loss funnel: the answer side and each question's verdict ---------------------------
+    for s in samples:
+        rec = s.get("funnel")
+        if rec and rec.get("items"):
+            rec["seen"] += [x for x, key in (("generation", "answer"), ("judge", "judgement")) if key in s]
+            finish(rec, s)
+    extra["funnel"] = summarise(samples, cfg.data.categories)
 
     # --- aggregate and write --------------------------------------------------------------------
     metrics = _metrics(cfg, samples, metric_names, judged="judge" in extra)

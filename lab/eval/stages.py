@@ -21,6 +21,7 @@ from lab.judge.checks import DEFAULT_CHECKS, run_checks
 from lab.metrics.injection import SUSPECT_RULE
 from lab.judge.methods import Grader
 from lab.judge.rubric import DIMENSIONS, calibration_summary, judge_item, judge_questions
+from lab.eval.funnel import FunnelView, candidates_record, retrieval_side, sent_side
 from lab.eval.ragas import evaluate_ragas
 from lab.eval.records import Sample, retrieved_record
 from lab.metrics import catalog
@@ -31,6 +32,7 @@ from lab.metrics.spans import span_rank_scores, span_scores
 from lab.models.llm import LabLLM, as_llamaindex_llm
 from lab.progress import progress, run_all
 from lab.rag import ann as ann_index
+from lab.rag.index import table_chunks
 from lab.rag.generation import LabSynthesizer
 from lab.rag.pipeline import Pipeline
 from lab.rag.postprocess import score_float
@@ -70,9 +72,10 @@ def ann_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipeline, ti
 def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipeline, timer: Timer,
                    show_progress: bool, labels: dict | None = None, twins: dict[tuple, Twins] | None = None
                    ) -> tuple[list[Sample], list[list[NodeWithScore]], dict[str, int]]:
-    """Retrieval metrics per question; returns (samples, the final nodes of each question, the
-    query-side caches' counters). ``twins``: each golden span's twins (the run finds them at
-    start-up, :func:`lab.evalsets.twins.span_twins`); found here from the corpus when not given."""
+    """Retrieval metrics per question and the retrieval side of its loss funnel
+    (:mod:`lab.eval.funnel`); returns (samples, the final nodes of each question, the query-side
+    caches' counters). ``twins``: each golden span's twins (the run finds them at start-up,
+    :func:`lab.evalsets.twins.span_twins`); found here from the corpus when not given."""
     embed_model, reranker = pipe.embed_model, pipe.reranker
     caches = cfg.caches
     counters: dict[str, int] = {}
@@ -102,6 +105,7 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
     if twins is None:
         twins = span_twins([(r.source, r.start_index, r.end_index) for row in rows for r in row.references or []],
                            {d.metadata["source"]: d.text for d in pipe.corpus.documents})
+    view = FunnelView({d.metadata["source"]: d.text for d in pipe.corpus.documents}, table_chunks(pipe.handle))
     samples, finals = [], []
     items = zip(rows, bundles, firsts)
     if reranker is not None:  # the slow stage: show a bar or log an ETA
@@ -144,6 +148,8 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
             retrieved=[retrieved_record(i + 1, n, first_rank[n.node.node_id]) for i, n in enumerate(final)],
             first_stage=[{"id": n.node.node_id, "score": score_float(n.score)} for n in first] if reranker else None,
             timings={"retrieve_s": per_question_retrieve, "rerank_s": ranked.rerank_s},
+            candidates=candidates_record(first),
+            funnel=retrieval_side(row, first, final, view, twins),
         ))
         if refs:
             samples[-1]["references"] = [_reference(ref, twins.get(ref), rank, twin)
@@ -193,7 +199,9 @@ def answer_stage(samples: list[Sample], finals: list[list[NodeWithScore]], synth
 
     with timer.stage("generate_s"):
         out = run_all(one, range(len(samples)), "generate", show_progress, synthesizer.lab_llm.concurrency)
-    for s, (record, ctx) in zip(samples, out):
+    for s, final, (record, ctx) in zip(samples, finals, out):
+        if s.get("funnel", {}).get("items"):  # what the budget kept of the gold evidence
+            sent_side(s["funnel"], final, ctx, suppressed=bool(record.get("suppressed")))
         rec = ctx.as_record()
         s["context"] = rec
         s["answer"] = record

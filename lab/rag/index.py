@@ -376,6 +376,23 @@ def table_rows(handle: IndexHandle) -> list[dict]:
     return data
 
 
+def table_chunks(handle: IndexHandle) -> list[tuple[str, str | None, int | None, int | None, str]]:
+    """Every chunk of the index as ``(id, source, start, end, text)``, offsets in its source
+    document (None where unknown), in table order: what the loss funnel's chunking stage reads."""
+    rows = handle.index.vector_store.table.to_arrow().select(["id", "text", "metadata"]).to_pylist()
+    out = []
+    for row in rows:
+        meta = row.get("metadata") or {}
+        start = end = None
+        try:
+            node = json.loads(meta.get("_node_content") or "{}")
+            start, end = node.get("start_char_idx"), node.get("end_char_idx")
+        except ValueError:
+            pass
+        out.append((row["id"], meta.get("source"), start, end, row.get("text") or ""))
+    return out
+
+
 def table_ids(handle: IndexHandle) -> set[str]:
     """Every chunk id in the index."""
     return set(handle.index.vector_store.table.to_arrow().column("id").to_pylist())

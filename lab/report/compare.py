@@ -33,6 +33,8 @@ from lab.report.pairs import (adjust, charted, chosen_metrics, decision, directi
                               pval)
 from lab.report.pairs import lines as pair_lines
 from lab.runfiles import load_run
+from lab.report.funnel import funnel_view, run_funnel
+from lab.report.funnel import pair as funnel_pair
 from lab.stats.paired import bootstrap_ci
 
 
@@ -237,7 +239,11 @@ def compare_view(runs: list[Run]) -> dict:
     for p, (a, b) in zip(pairs, zip(runs, runs[1:])):
         p["movers"] = movers(a, b, mover_metrics(p, chosen, [m for m in MOVER_METRICS if m in present]))
     shown, why = charted(pairs, chosen, [m for m in catalog.names("compare_chart") if m in present])
+    funnels = [(r.label, funnel_view(run_funnel(r.results, r.samples))) for r in runs]
     return {
+        "funnels": funnels if any(f["n"] for _, f in funnels) else [],
+        "funnel_pairs": [funnel_pair(a.label, a.samples, b.label, b.samples) for a, b in zip(runs, runs[1:])]
+        if any(f["n"] for _, f in funnels) else [],
         "runs": runs,
         "decision": decision(pairs, method),
         "story": story,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.metrics import catalog
+from lab.metrics.funnel import question_funnel
 
 #: Every metric of the catalogue, in its order: the columns a run has are written.
 METRIC_COLUMNS = catalog.names()
@@ -38,6 +39,8 @@ def rows(results: dict, samples: list[dict]) -> list[dict]:
         for m in METRIC_COLUMNS:
             if m in results["metrics"]["overall"]:
                 row[m] = s["metrics"].get(m)
+        funnel = question_funnel(s)  # where the question lost its gold evidence (lab.metrics.funnel)
+        row["lost_at"] = funnel["lost_at"] if funnel is not None else None
         if s.get("answer") is not None:
             row.update(answer=answer.get("text"), answer_status=answer.get("status", "ok"),
                        answer_refused=answer.get("refused"))

@@ -22,6 +22,7 @@ from lab.metrics.aggregate import SMALL_CATEGORY
 from lab.metrics.catalog import fmt, fmt_delta
 from lab.paths import write_atomic
 from lab.report.export import write_exports
+from lab.report.funnel import evidence, funnel_view, run_funnel
 from lab.runfiles import load_run, values
 from lab.stats.paired import bootstrap_ci
 
@@ -79,6 +80,7 @@ def run_view(results: dict, samples: list[dict]) -> dict:
     table_metrics = [m for m in catalog.names()
                      if (m in table and m in computed) or (m in EXTRA_TABLE and values(samples, m))]
     return {
+        "funnel": funnel_view(run_funnel(results, samples)),
         "metrics": metrics,
         "cards": cards,
         "categories": categories,
@@ -383,7 +385,7 @@ def render_run(run_dir: Path) -> Path:
     html = environment().get_template("run.html").render(
         r=results, samples=samples, v=view, level=view["level"], failure_kinds=failure_kinds,
         page_rows=PAGE_ROWS, checks=judge_checks_view(results), reference_title=reference_title,
-        reference_text=reference_text, scale_rule=scale_rule(),
+        reference_text=reference_text, scale_rule=scale_rule(), evidence=evidence,
     )
     write_exports([(results, samples)], run_dir)
     out = run_dir / "report.html"

@@ -11,7 +11,8 @@ What is logged, under which names (``lab track`` and ``lab run --track`` both co
   and ``<category>.n_questions``; timings ``time.<stage>_s``; LLM usage per role
   ``llm.<role>.prompt_tokens`` (and completion_tokens, calls, cached, failed, seconds,
   cost_usd), the totals ``tokens.prompt``, ``tokens.completion`` and ``cost_usd``; counters
-  ``count.<name>``; answer and judge counts ``answers.<field>``, ``judge.<field>``;
+  ``count.<name>``; answer and judge counts ``answers.<field>``, ``judge.<field>``; the loss funnel
+  ``funnel.lost.<stage>`` and ``funnel.kept`` (questions);
 - tags: ``lab.run`` (``NAME/RUN-ID``, the key that makes logging idempotent), ``lab.run_id``,
   ``lab.experiment``, ``lab.config_fingerprint``, ``lab.eval_sha256``, ``lab.corpus_sha256``,
   ``lab.git_commit`` (also ``mlflow.source.git.commit``), ``lab.git_dirty``, ``lab.sample``,
@@ -212,6 +213,12 @@ def metrics(results: dict, samples: list[dict]) -> dict[str, float]:
         for name, n in (results.get(section) or {}).items():
             if _number(n) is not None:
                 out[key(section, name)] = float(n)
+    funnel = results.get("funnel")  # the loss funnel: questions lost at each stage, and kept
+    if isinstance(funnel, dict) and funnel.get("n"):
+        overall = funnel["overall"]
+        for stage, n in overall["lost"].items():
+            out[key("funnel", "lost", stage)] = float(n)
+        out[key("funnel", "kept")] = float(overall["kept"])
     return out
 
 

@@ -32,7 +32,7 @@ def test_run_report_shows_means_intervals_and_every_question(pair):
     assert html.count('class="qrow"') == 15 and html.count('class="qdetail"') == 15
     assert "⚠ small (n=3)" in html and "⚠ small (n=12)" not in html
     assert "1 failed judgement</b>" in html and "q05" in html
-    assert html.count('<svg role="img"') == 4  # MRR, nDCG, accuracy, completeness by category
+    assert html.count('<svg role="img"') == 5  # the loss funnel; MRR, nDCG, accuracy, completeness by category
 
 
 def test_run_report_escapes_every_text(pair):

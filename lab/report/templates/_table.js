@@ -84,6 +84,7 @@
     var op = form.querySelector("[name=op]").value;
     var bound = num(form.querySelector("[name=value]").value);
     var fail = form.querySelector("[name=failure]").value;
+    var lostSel = form.querySelector("[name=lost]"), lost = lostSel ? lostSel.value : "";
     shown = 0;
     qrows.forEach(function (row, i) {
       var ok = true;
@@ -97,6 +98,7 @@
         var kinds = row.dataset.failures ? row.dataset.failures.split(" ") : [];
         if (fail === "any" ? kinds.length === 0 : kinds.indexOf(fail) < 0) ok = false;
       }
+      if (lost && row.dataset.lost !== lost) ok = false;
       matches[Number(row.dataset.i)] = ok;
       if (ok) shown += 1;
     });
@@ -107,5 +109,14 @@
   form.addEventListener("input", apply);
   form.addEventListener("change", apply);
   form.addEventListener("submit", function (ev) { ev.preventDefault(); });
+  // a funnel bar's segment shows its questions: that stage, that category
+  document.querySelectorAll("#funnel [data-stage]").forEach(function (seg) {
+    seg.addEventListener("click", function () {
+      if (lostSel) lostSel.value = seg.dataset.stage;
+      form.querySelector("[name=category]").value = seg.dataset.category || "";
+      apply();
+      document.getElementById("questions").scrollIntoView();
+    });
+  });
   apply();
 })();

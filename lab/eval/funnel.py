@@ -1,0 +1,176 @@
+"""The loss funnel at run time: follow each question's gold evidence through the run's stages
+and record where it went (the stages and the verdict: :mod:`lab.metrics.funnel`).
+
+The run calls :func:`retrieval_side` for each question after retrieval (the knowledge base, the
+index's chunks, the retriever's candidates, the final list), :func:`sent_side` after the context
+is built, and :func:`lab.metrics.funnel.finish` once answers and judgements are in. What the
+verdicts read is recorded in the question's ``funnel`` (chunk ids, ranks, the sent passage, the
+answer excerpt) and ``candidates`` (the first stage's list, ids, ranks and scores, cut at
+:data:`~lab.metrics.funnel.MAX_CANDIDATES`).
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from llama_index.core.schema import NodeWithScore
+
+from lab.evalsets.evalset import EvalRow
+from lab.metrics.funnel import MAX_CANDIDATES, RETRIEVAL_STAGES, piece_loss
+from lab.metrics.retrieval import folded, keyword_rank
+from lab.metrics.spans import HOLD, place_share
+from lab.rag.postprocess import score_float
+from lab.rag.sent import passage_spans
+
+Span = tuple[str, int, int]
+#: Characters of a span's text kept in the record of a row without keywords (the answer is checked
+#: against it, :func:`lab.metrics.funnel.states_text`).
+SPAN_TEXT_CHARS = 600
+
+
+class _Haystack:
+    """Many texts, folded and joined, searched at once: which text first contains a string."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        parts = [folded(t) for t in texts]
+        self.starts, pos = [], 0
+        for t in parts:
+            self.starts.append(pos)
+            pos += len(t) + 1
+        self.text = "\x00".join(parts)
+
+    def first(self, needle: str) -> int | None:
+        at = self.text.find(folded(needle))
+        return None if at < 0 or not needle else bisect.bisect_right(self.starts, at) - 1
+
+
+@dataclass
+class FunnelView:
+    """What the first two stages read: the loaded documents and every chunk of the index."""
+
+    documents: dict[str, str]
+    chunks: list[tuple[str, str | None, int | None, int | None, str]]
+    _docs: _Haystack = field(init=False)
+    _chunks: _Haystack = field(init=False)
+    _by_source: dict[str, list[tuple[str, int, int]]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._docs = _Haystack(list(self.documents.values()))
+        self._chunks = _Haystack([c[4] for c in self.chunks])
+        self._by_source = {}
+        for cid, source, start, end, _ in self.chunks:
+            if source is not None and start is not None and end is not None:
+                self._by_source.setdefault(source, []).append((cid, start, end))
+
+    def keyword_in_kb(self, keyword: str) -> bool:
+        return self._docs.first(keyword) is not None
+
+    def keyword_chunk(self, keyword: str) -> str | None:
+        i = self._chunks.first(keyword)
+        return None if i is None else self.chunks[i][0]
+
+    def span_in_kb(self, span: Span) -> bool:
+        text = self.documents.get(span[0])
+        return text is not None and 0 <= span[1] < span[2] <= len(text)
+
+    def span_chunk(self, places: Sequence[Span]) -> str | None:
+        """A chunk holding the span at one of its places (covering at least ``HOLD`` of it)."""
+        for source, start, end in places:
+            for cid, a, b in self._by_source.get(source, []):
+                if a < end and b > start and place_share([(source, a, b)], (source, start, end)) >= HOLD:
+                    return cid
+        return None
+
+
+def _holds(pieces: Sequence[Span], places: Sequence[Span]) -> bool:
+    return max((place_share(pieces, p) for p in places), default=0.0) >= HOLD
+
+
+def _first_holding(passages: Sequence[Sequence[Span]], places: Sequence[Span]) -> int | None:
+    return next((i for i, pieces in enumerate(passages, start=1) if _holds(pieces, places)), None)
+
+
+def candidates_record(first: Sequence[NodeWithScore]) -> list[dict]:
+    """The first stage's list as recorded: ids, ranks and scores, cut at MAX_CANDIDATES."""
+    return [{"id": n.node.node_id, "rank": i, "score": score_float(n.score)}
+            for i, n in enumerate(first[:MAX_CANDIDATES], start=1)]
+
+
+def retrieval_side(row: EvalRow, first: Sequence[NodeWithScore], final: Sequence[NodeWithScore],
+                   view: FunnelView, twins: dict[tuple, Any]) -> dict:
+    """A question's funnel record after retrieval: each piece of gold evidence (its spans, else its
+    keywords) with the chunk, the first candidate and the final passage holding it, and where it was
+    lost so far. ``lost_at`` is set by :func:`lab.metrics.funnel.finish`; a row with no evidence
+    records ``lost_at: None``."""
+    items: list[dict] = []
+    refs = [(r.source, r.start_index, r.end_index, r.content) for r in row.references or []]
+    if refs:
+        first_p, final_p = passage_spans(first), passage_spans(final)
+        for source, start, end, content in refs:
+            ref = (source, start, end)
+            found = twins.get(ref)
+            places = [ref, *(found.places if found is not None else [])]
+            in_kb = view.span_in_kb(ref)
+            chunk = view.span_chunk(places) if in_kb else None
+            cand = _first_holding(first_p, places) if chunk else None
+            rank = _first_holding(final_p, places) if cand else None
+            item = {"kind": "span", "source": source, "start": start, "end": end, "chunk": chunk,
+                    "candidate_rank": cand, "rank": rank, "lost_at": piece_loss(in_kb, chunk, cand, rank, None, False)}
+            if not row.keywords:
+                item["text"] = (content or "")[:SPAN_TEXT_CHARS]
+            items.append(item)
+    elif row.keywords:
+        first_t = [n.node.get_content() for n in first]
+        final_t = [n.node.get_content() for n in final]
+        for kw in row.keywords:
+            in_kb = view.keyword_in_kb(kw)
+            chunk = view.keyword_chunk(kw) if in_kb else None
+            cand = keyword_rank(kw, first_t) if chunk else None
+            rank = keyword_rank(kw, final_t) if cand else None
+            items.append({"kind": "keyword", "keyword": kw, "chunk": chunk, "candidate_rank": cand, "rank": rank,
+                          "lost_at": piece_loss(in_kb, chunk, cand, rank, None, False)})
+    if not items:
+        return {"lost_at": None, "seen": list(RETRIEVAL_STAGES), "items": []}
+    return {"lost_at": None, "seen": list(RETRIEVAL_STAGES), "items": items, "n_candidates": len(first)}
+
+
+def _sent_pieces(node: NodeWithScore, sent_chars: int, truncated: bool) -> list[Span]:
+    """What of a final node was sent: its pieces, cut to the sent characters when the budget cut it."""
+    pieces = passage_spans([node])[0]
+    if not truncated:
+        return pieces
+    out, left = [], sent_chars
+    for source, start, end in pieces:
+        if left <= 0:
+            break
+        out.append((source, start, min(end, start + left)))
+        left -= end - start
+    return out
+
+
+def sent_side(rec: dict, final: Sequence[NodeWithScore], ctx: Any, suppressed: bool = False) -> None:
+    """After the context is built: which sent passage holds each piece still in the running, and
+    what the budget removed; a piece the final list held and the context does not is lost at the
+    budget (at the second stage when the guardrail suppressed the context)."""
+    rec["seen"] = [*rec["seen"], "budget"]
+    rec["budget"] = {"dropped": list(ctx.dropped), "truncated": [p.node_id for p in ctx.passages if p.truncated]}
+    by_id = {n.node.node_id: n for n in final}
+    passages = [(i, p, by_id.get(p.node_id)) for i, p in enumerate(ctx.passages, start=1)]
+    for item in rec["items"]:
+        if item["lost_at"] is not None:
+            continue
+        if item["kind"] == "span":
+            ref = (item["source"], item["start"], item["end"])
+            sent = next((i for i, p, node in passages if node is not None
+                         and _holds(_sent_pieces(node, len(p.text), p.truncated), [ref])), None)
+            if sent is None:  # a twin sent instead of the span's own place holds it as well
+                sent = next((i for i, p, node in passages if node is not None and item["rank"] is not None
+                             and final[item["rank"] - 1].node.node_id == p.node_id and not p.truncated), None)
+        else:
+            kw = folded(item["keyword"])
+            sent = next((i for i, p, _ in passages if kw in folded(p.text)), None)
+        item["sent"] = sent
+        if sent is None:
+            item["lost_at"] = "second_stage" if suppressed else "budget"
