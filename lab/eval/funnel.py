@@ -45,6 +45,17 @@ class _Haystack:
         at = self.text.find(folded(needle))
         return None if at < 0 or not needle else bisect.bisect_right(self.starts, at) - 1
 
+    def count(self, needle: str) -> int:
+        """How many of the texts contain ``needle``."""
+        needle = folded(needle)
+        found, at = set(), self.text.find(needle) if needle else -1
+        while at >= 0:
+            i = bisect.bisect_right(self.starts, at) - 1
+            found.add(i)
+            nxt = self.starts[i + 1] if i + 1 < len(self.starts) else len(self.text)
+            at = self.text.find(needle, nxt)
+        return len(found)
+
 
 @dataclass
 class FunnelView:
@@ -70,6 +81,10 @@ class FunnelView:
     def keyword_chunk(self, keyword: str) -> str | None:
         i = self._chunks.first(keyword)
         return None if i is None else self.chunks[i][0]
+
+    def keyword_chunks(self, keyword: str) -> int:
+        """How many chunks contain the keyword."""
+        return self._chunks.count(keyword)
 
     def span_in_kb(self, span: Span) -> bool:
         text = self.documents.get(span[0])
@@ -129,7 +144,8 @@ def retrieval_side(row: EvalRow, first: Sequence[NodeWithScore], final: Sequence
             chunk = view.keyword_chunk(kw) if in_kb else None
             cand = keyword_rank(kw, first_t) if chunk else None
             rank = keyword_rank(kw, final_t) if cand else None
-            items.append({"kind": "keyword", "keyword": kw, "chunk": chunk, "candidate_rank": cand, "rank": rank,
+            items.append({"kind": "keyword", "keyword": kw, "chunk": chunk,
+                          "n_chunks": view.keyword_chunks(kw) if chunk else 0, "candidate_rank": cand, "rank": rank,
                           "lost_at": piece_loss(in_kb, chunk, cand, rank, None, False)})
     if not items:
         return {"lost_at": None, "seen": list(RETRIEVAL_STAGES), "items": []}

@@ -56,7 +56,8 @@ def rows(funnel: Mapping, part: Mapping | None = None) -> list[dict]:
 
 def stage_tests(a: Mapping[str, str], b: Mapping[str, str], stages: Sequence[str]) -> list[dict]:
     """Per stage, the paired test of the share of questions that got past it (B - A), over the
-    questions both runs have, Holm-adjusted over the stages; each with its verdict."""
+    questions both runs have, Holm-adjusted over the stages given (:func:`pair` gives those where
+    some question moved); each with its verdict."""
     tests = []
     for stage in stages:
         p = paired(survival_values(a, stage), survival_values(b, stage))
@@ -91,8 +92,9 @@ def pair(a_label: str, a: Sequence[Mapping], b_label: str, b: Sequence[Mapping])
         if m["newly_lost"]:
             bits.append(f"{len(m['newly_lost'])} newly lost")
         parts.append(f"{' and '.join(bits)} at the {LABELS[stage]}")
+    # a stage where no question moved cannot reject: tested, it would only dilute Holm's family
     return {"a": a_label, "b": b_label, "n": len([q for q in la if q in lb]), "movers": moved,
-            "tests": stage_tests(la, lb, both),
+            "tests": stage_tests(la, lb, [x for x in both if x in moved]),
             "summary": f"{a_label} -> {b_label}: " + ("; ".join(parts) if parts else "no question moved")}
 
 
@@ -105,7 +107,9 @@ def evidence(sample: Mapping) -> dict | None:
     for i in f["items"]:
         what = i["keyword"] if i["kind"] == "keyword" else f"{i['source']} [{i['start']}:{i['end']}]"
         where = []
-        if i.get("chunk") is not None:
+        if i.get("n_chunks"):
+            where.append(f"in {i['n_chunks']} chunk{'s' if i['n_chunks'] > 1 else ''}, first {i['chunk']}")
+        elif i.get("chunk") is not None:
             where.append(f"chunk {i['chunk']}")
         if i.get("candidate_rank") is not None:
             where.append(f"candidate #{i['candidate_rank']}")

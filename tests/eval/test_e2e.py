@@ -63,14 +63,20 @@ def test_run_writes_results_samples_and_report(project):
     assert (run / "questions.csv").read_text().splitlines()[0].startswith("experiment,run_id,id,category,question")
 
 
-def test_retrieval_only_skips_answers_and_the_judge(project):
-    p = lab(project, "run", "small", "--retrieval-only", "--no-progress")
+def test_retrieval_only_skips_answers_and_the_judge(project, tmp_path):
+    gguf = tmp_path / "gguf"  # its own: the hint after the run names the LLMs without assembling one
+    p = lab(project, "run", "small", "--retrieval-only", "--no-progress", LAB_GGUF_DIR=str(gguf))
+    assert not gguf.exists()
     assert p.returncode == 0, p.stderr
     results, samples = load(latest(project, "small"))
     assert results["config"]["generation"] is None and results["config"]["judge"] is None
     assert results["models"]["generation"] is None and "llm_usage" in results and results["llm_usage"] == {}
     assert "accuracy" not in results["metrics"]["overall"] and all(s.get("answer") is None for s in samples)
     assert not (project / "cache" / "llm.sqlite").exists()
+    # the funnel stops at the final list: no context was built
+    assert results["funnel"]["stages"] == ["kb", "chunking", "first_stage", "second_stage"]
+    assert all(s["funnel"]["seen"] == results["funnel"]["stages"] and "budget" not in s["funnel"] for s in samples)
+    assert results["funnel"]["overall"]["n"] == 6
     # what to run next, and its cost, before any model has been measured here (the 2-core prior)
     assert "6 questions, retrieval only: no LLM call" in p.stderr
     assert p.stdout.splitlines()[-1] == ("next: lab run small --limit 10 answers and judges a stratified sample of 10 "

@@ -87,6 +87,44 @@ def test_answers_judgements_and_calibration_land_on_disk(judged):
     assert "judge calibration: reference-as-answer" in proc.stdout and "generation LLM: 6 calls" in proc.stdout
 
 
+def test_the_funnel_follows_each_question_to_its_answer_and_judgement(judged):
+    """What landed on disk: every question's candidates and funnel, each keyword's verdict matching
+    the sent context and the answer, and results.json's counts matching the questions'."""
+    _, run, _, _, _, _ = judged
+    results, samples = load(run)
+    f = results["funnel"]
+    assert f["stages"] == ["kb", "chunking", "first_stage", "second_stage", "budget", "generation", "judge"]
+    assert f["n"] == 6 and f["n_without_gold"] == 0
+    verdicts = {}
+    for s in samples:
+        assert [c["rank"] for c in s["candidates"]] == [1, 2, 3] and s["candidates"][0]["id"] == s["retrieved"][0]["id"]
+        rec = s["funnel"]
+        assert rec["seen"] == f["stages"]
+        answer = s["answer"]["text"].lower()
+        for item in rec["items"]:
+            if item["kind"] == "keyword":
+                kw = item["keyword"].lower()
+                assert item["stated"] == (kw in answer)
+                sent = item["sent"]
+                assert (sent is not None) == (kw in s["context"]["text"].lower())
+                if sent is not None:
+                    assert s["context"]["passages"][sent - 1]["id"] == s["retrieved"][item["rank"] - 1]["id"] or \
+                        kw in s["retrieved"][sent - 1]["text"].lower()
+        # the answer side reads the keywords, for a row with spans too
+        stated = [k.lower() in answer for k in s["keywords"]]
+        assert rec["stated"] == pytest.approx(sum(stated) / len(stated))
+        if all(i["lost_at"] is None for i in rec["items"]):  # everything reached the model: the answer side decides
+            acc = s["judgement"]["accuracy"]
+            expected = ("judge" if (all(stated) and acc <= 2) or (not any(stated) and acc >= 4) else
+                        "kept" if all(stated) else "generation")
+            assert rec["lost_at"] == expected, (s["id"], stated, acc)
+        verdicts[s["id"]] = rec["lost_at"]
+    counted = {st: sum(v == st for v in verdicts.values()) for st in f["stages"]}
+    assert f["overall"]["lost"] == counted and f["overall"]["kept"] == sum(v == "kept" for v in verdicts.values())
+    assert sum(p["n"] for p in f["by_category"].values()) == 6
+    assert f["diagnostics"]["n"] == 6
+
+
 def test_the_run_measured_this_machine_and_said_the_cost_before_its_first_call(judged):
     project, run, _, first, second, _ = judged
     results, _ = load(run)

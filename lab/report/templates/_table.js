@@ -60,6 +60,7 @@
   var matches = qrows.map(function () { return true; });
   var pageRows = detailsNode ? Number(detailsNode.dataset.page) || 500 : 500, limit = pageRows, shown = 0;
   var more = document.getElementById("q-more");
+  var lostSel = form.querySelector("[name=lost]");  // the loss funnel's stage filter, where the run has one
   function paint() {  // the first `limit` matching rows, in the table's current order
     var seen = 0;
     document.querySelectorAll("#questions tr.qrow").forEach(function (row) {
@@ -84,7 +85,7 @@
     var op = form.querySelector("[name=op]").value;
     var bound = num(form.querySelector("[name=value]").value);
     var fail = form.querySelector("[name=failure]").value;
-    var lostSel = form.querySelector("[name=lost]"), lost = lostSel ? lostSel.value : "";
+    var lost = lostSel ? lostSel.value : "";
     shown = 0;
     qrows.forEach(function (row, i) {
       var ok = true;
