@@ -112,6 +112,9 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
         items = progress(items, len(rows), "rerank", bar=show_progress)
     for row, bundle, first in items:
         ranked = pipe.chain.apply(first, bundle)  # the query engine's chain: guard, candidate cut, rerank
+        # the funnel's first stage: what the retriever chose from (a hybrid's dense and BM25 lists, before
+        # fusion's cut), else its list; the fusion's cut, like the chain, is then the second stage
+        pool = pipe.pool(row.question) or first
         final = ranked.nodes
         if ranked.rerank_s is not None:
             timer["rerank_s"] = timer.get("rerank_s", 0.0) + ranked.rerank_s
@@ -148,8 +151,8 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
             retrieved=[retrieved_record(i + 1, n, first_rank[n.node.node_id]) for i, n in enumerate(final)],
             first_stage=[{"id": n.node.node_id, "score": score_float(n.score)} for n in first] if reranker else None,
             timings={"retrieve_s": per_question_retrieve, "rerank_s": ranked.rerank_s},
-            candidates=candidates_record(first),
-            funnel=retrieval_side(row, first, final, view, twins),
+            candidates=candidates_record(pool),
+            funnel=retrieval_side(row, pool, final, view, twins),
         ))
         if refs:
             samples[-1]["references"] = [_reference(ref, twins.get(ref), rank, twin)

@@ -9,14 +9,16 @@ keywords (matched as the keyword metrics match them: NFC, case-insensitive subst
 2. ``chunking``: some chunk of the index holds it (a span: one chunk covers at least
    :data:`lab.metrics.spans.HOLD` of it at one of its places, the rule of the span rank metrics;
    a keyword: some chunk's text contains it, so a keyword cut across two chunks is lost here);
-3. ``first_stage``: a chunk holding it is among the retriever's candidates (dense, BM25, or the
-   fused hybrid list, to their configured depth);
-4. ``second_stage``: a passage holding it survives reranking, the guardrail and the filters (the
-   final list, what the retrieval metrics score);
+3. ``first_stage``: a chunk holding it is among the retriever's candidates, to their configured
+   depth (dense or BM25: its list; hybrid: both lists, before the fusion keeps its top k);
+4. ``second_stage``: a passage holding it survives the fusion's cut, reranking, the guardrail and
+   the filters (the final list, what the retrieval metrics score);
 5. ``budget``: a passage holding it is sent to the model whole enough to hold it (the context
    builder's budget can drop or cut passages);
 6. ``generation``: the answer states the evidence: every gold keyword (or, for a row with spans
-   and no keywords, at least half of each span's distinctive words, :func:`states_text`);
+   and no keywords, at least half of each span's distinctive words, :func:`states_text`); where
+   the ``claims`` judge graded the answer, every reference fact it found stated (P(stated) >= 0.5)
+   instead: no keyword matching, no extra model call;
 7. ``judge``: the judge agrees with the evidence: an answer that states it all graded 2 or less on
    accuracy, or one that states none of it graded 4 or more, is a judge loss.
 
@@ -62,6 +64,8 @@ MAX_CANDIDATES = 100
 MAX_UNSUPPORTED = 10
 #: Characters of the answer kept as evidence of the generation and judge verdicts.
 EXCERPT_CHARS = 200
+#: The claims judge's facts recorded per question, and characters of each.
+MAX_CLAIMS, CLAIM_CHARS = 10, 200
 
 _WORD = re.compile(r"[^\W_]+(?:[.,'’-][^\W_]+)*", re.UNICODE)
 _STOP = frozenset("""a about above after again against all also among an and any are as at be because been before
@@ -195,6 +199,16 @@ def seen_stages(sample: Mapping) -> list[str]:
     return seen
 
 
+def _claims(sample: Mapping) -> list[dict]:
+    """The claims judge's facts with their P(stated), where the question was judged by it."""
+    j = sample.get("judgement")
+    facts = j.get("claims") if isinstance(j, Mapping) and j.get("status") == "ok" else None
+    if not isinstance(facts, list):
+        return []
+    return [c for c in facts if isinstance(c, Mapping) and isinstance(c.get("stated"), (int, float))
+            and isinstance(c.get("fact"), str)]
+
+
 def _accuracy(sample: Mapping) -> float | None:
     j = sample.get("judgement")
     if not isinstance(j, Mapping) or j.get("status") != "ok" or j.get("suspect"):
@@ -250,8 +264,14 @@ def finish(rec: dict, sample: Mapping) -> dict:
     answer = sample.get("answer")
     text = answer.get("text") if isinstance(answer, Mapping) and answer.get("status", "ok") != "failed" else None
     keywords = list(sample.get("keywords") or [])
+    claims = _claims(sample)
     if text is not None and "generation" in rec["seen"]:
-        if keywords:
+        if claims:  # the claims judge's P(stated) of each reference fact, instead of keyword matching
+            flags = [c["stated"] >= 0.5 for c in claims]
+            rec["stated_by"] = "claims"
+            rec["claims"] = [{"fact": c["fact"][:CLAIM_CHARS], "stated": round(c["stated"], 4)}
+                             for c in claims[:MAX_CLAIMS]]
+        elif keywords:
             flags = stated_keywords(text, keywords)
             for item in rec["items"]:
                 if item["kind"] == "keyword":

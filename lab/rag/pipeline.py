@@ -113,6 +113,12 @@ class Pipeline:
         kept = getattr(self.retriever, "rewrites", None)
         return None if kept is None else kept.get(question, [])
 
+    def pool(self, question: str) -> list[NodeWithScore] | None:
+        """What the retriever chose its list from, where it keeps that (hybrid: every node the dense
+        and the BM25 search returned, in fused order); None where the list is the first stage's."""
+        pools = getattr(self.retriever, "pools", None)
+        return None if pools is None else pools.get(question)
+
     def counters(self) -> dict[str, int]:
         """The pipeline's own counters since it opened: embeddings and reranker scores, computed
         and served from the cache."""

@@ -148,13 +148,17 @@ class HybridRetriever(BaseRetriever):
 
     Each returned node carries ``dense_score`` and ``sparse_score`` (normalised, for weighted
     fusion; ranks' reciprocal contributions for RRF) in ``node.metadata["lab_scores"]``.
+    ``pools[question]``: every node either list returned, in fused order, before the ``top_k`` cut
+    (what the fusion chose from; the loss funnel's first stage).
     """
 
     def __init__(self, dense: Any, sparse: BM25Retriever, cfg: HybridRetrieverConfig, **kwargs: Any) -> None:
         self._dense, self._sparse, self._cfg = dense, sparse, cfg
+        self.pools: dict[str, list[NodeWithScore]] = {}
         super().__init__(**kwargs)
 
-    def _fuse(self, dense: list[NodeWithScore], sparse: list[NodeWithScore]) -> list[NodeWithScore]:
+    def _fuse(self, dense: list[NodeWithScore], sparse: list[NodeWithScore],
+              pool: list[NodeWithScore] | None = None) -> list[NodeWithScore]:
         nodes = {n.node.node_id: n.node for n in sparse}
         nodes.update({n.node.node_id: n.node for n in dense})
         cfg = self._cfg
@@ -166,6 +170,8 @@ class HybridRetriever(BaseRetriever):
                                    [(n.node.node_id, n.score) for n in sparse], cfg.alpha)
         dense_rank = {n.node.node_id: r for r, n in enumerate(dense, start=1)}
         sparse_rank = {n.node.node_id: r for r, n in enumerate(sparse, start=1)}
+        if pool is not None:
+            pool.extend(NodeWithScore(node=nodes[i], score=float(score)) for i, score, _, _ in rows)
         out = []
         for i, score, d, s in rows[: cfg.top_k]:
             node = nodes[i]
@@ -181,7 +187,12 @@ class HybridRetriever(BaseRetriever):
     def retrieve_many(self, bundles: Sequence[QueryBundle]) -> list[list[NodeWithScore]]:
         dense = self._dense.retrieve_many(bundles)
         sparse = [self._sparse.search(b.query_str, self._cfg.sparse_k) for b in bundles]
-        return [self._fuse(d, s) for d, s in zip(dense, sparse)]
+        out = []
+        for b, d, s in zip(bundles, dense, sparse):
+            pool: list[NodeWithScore] = []
+            out.append(self._fuse(d, s, pool))
+            self.pools[b.query_str] = pool
+        return out
 
 
 RETRIEVERS: Registry[Any] = Registry("retriever")

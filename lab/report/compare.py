@@ -33,7 +33,7 @@ from lab.report.pairs import (adjust, charted, chosen_metrics, decision, directi
                               pval)
 from lab.report.pairs import lines as pair_lines
 from lab.runfiles import load_run
-from lab.report.funnel import funnel_view, run_funnel
+from lab.report.funnel import blind_groups, funnel_view, run_funnel
 from lab.report.funnel import pair as funnel_pair
 from lab.stats.paired import bootstrap_ci
 
@@ -242,6 +242,7 @@ def compare_view(runs: list[Run]) -> dict:
     funnels = [(r.label, funnel_view(run_funnel(r.results, r.samples))) for r in runs]
     return {
         "funnels": funnels if any(f["n"] for _, f in funnels) else [],
+        "funnel_blind": blind_groups(funnels),
         "funnel_pairs": [funnel_pair(a.label, a.samples, b.label, b.samples) for a, b in zip(runs, runs[1:])]
         if any(f["n"] for _, f in funnels) else [],
         "runs": runs,

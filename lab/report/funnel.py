@@ -10,6 +10,10 @@ from lab.metrics.funnel import (KEPT, LABELS, ORDER, RETRIEVAL, RETRIEVAL_STAGES
                                 question_funnel, summarise, survival_values)
 from lab.stats.paired import holm, paired
 
+#: A stage after "lost at" / "recovered at".
+AT = {"kb": "the knowledge base", "chunking": "chunking", "first_stage": "the first stage",
+      "second_stage": "the second stage", "budget": "the context budget", "generation": "generation",
+      "judge": "the judge", RETRIEVAL: "retrieval (stage not recorded)"}
 #: Every stage name, in pipeline order (``retrieval`` where old runs cannot split the first four).
 STAGE_ORDER = [s for s in sorted(ORDER, key=ORDER.__getitem__) if s != KEPT]
 #: The family-wise error rate of the stage tests of one pair of runs (Holm over the stages).
@@ -91,7 +95,7 @@ def pair(a_label: str, a: Sequence[Mapping], b_label: str, b: Sequence[Mapping])
             bits.append(f"{len(m['recovered'])} recovered")
         if m["newly_lost"]:
             bits.append(f"{len(m['newly_lost'])} newly lost")
-        parts.append(f"{' and '.join(bits)} at the {LABELS[stage]}")
+        parts.append(f"{' and '.join(bits)} at {AT[stage]}")
     # a stage where no question moved cannot reject: tested, it would only dilute Holm's family
     return {"a": a_label, "b": b_label, "n": len([q for q in la if q in lb]), "movers": moved,
             "tests": stage_tests(la, lb, [x for x in both if x in moved]),
@@ -119,12 +123,23 @@ def evidence(sample: Mapping) -> dict | None:
             where.append(f"sent as [{i['sent']}]")
         if i.get("stated") is not None:
             where.append("stated" if i["stated"] else "not stated")
-        state = (f"lost at the {LABELS[i['lost_at']]}" if i.get("lost_at")
+        state = ("not in the knowledge base" if i.get("lost_at") == "kb" else f"lost at {AT[i['lost_at']]}"
+                 if i.get("lost_at")
                  else "sent" if i.get("sent") is not None else "retrieved")
         pieces.append({"kind": i["kind"], "what": what, "state": state, "where": ", ".join(where) or "-"})
     return {"lost_at": f["lost_at"], "label": LABELS[f["lost_at"]], "pieces": pieces,
             "excerpt": f.get("answer_excerpt"), "accuracy": f.get("accuracy"), "stated": f.get("stated"),
-            "diagnostics": f.get("diagnostics"), "budget": f.get("budget"), "derived": bool(f.get("derived"))}
+            "diagnostics": f.get("diagnostics"), "budget": f.get("budget"), "derived": bool(f.get("derived")),
+            "claims": f.get("claims") or []}
+
+
+def blind_groups(funnels: Sequence[tuple[str, Mapping]]) -> list[tuple[list[str], str]]:
+    """What each run cannot see (:func:`unseen`), each said once with the runs it applies to."""
+    blind: dict[str, list[str]] = {}
+    for label, f in funnels:
+        for line in unseen(f):
+            blind.setdefault(line, []).append(label)
+    return [(labels, line) for line, labels in blind.items()]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,9 +170,8 @@ def terminal_lines(runs: Sequence[tuple[str, Mapping, Sequence[Mapping]]], categ
         out.append(f"{LABELS[stage]:<{width}}" + "".join(f"{c:>{col}}" for c in cells))
     out.append(f"{'questions with gold':<{width}}" + "".join(
         f"{(part(f) or {}).get('n', 0):>{col}}" for _, f in funnels))
-    for label, f in funnels:
-        for line in unseen(f):
-            out.append(f"{label}: cannot see {line}")
+    for labels, line in blind_groups(funnels):
+        out.append(f"{', '.join(labels)}: cannot see {line}")
     for (la, ra, sa), (lb, rb, sb) in zip(runs, runs[1:]):
         if category is not None:
             sa = [s for s in sa if s.get("category") == category]

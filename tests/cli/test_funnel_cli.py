@@ -16,12 +16,12 @@ def test_lab_funnel_prints_the_stages_the_movers_and_each_question(cli, tmp_path
     assert lines[3].split() == ["generation", "6", "(40%)", "10", "(67%)"]
     assert lines[5].split() == ["kept", "0", "(0%)", "0", "(0%)"]
     assert lines[6].split() == ["questions", "with", "gold", "15", "15"]
-    assert "base -> better: 5 recovered at the retrieval (stage not recorded)" in lines
+    assert "base -> better: 5 recovered at retrieval (stage not recorded)" in lines
     test = next(x for x in lines if x.strip().startswith("past retrieval"))
     assert "40% -> 73%" in test and "+0.333" in test  # 6 of 15 get past retrieval in base, 11 in better
     assert test.endswith("p adj 0.062: not detectable")  # 5 wins, no loss: exact p 2/32, the only stage tested
     q05 = next(x for x in lines if x.strip().startswith("q05"))
-    assert "retrieval (stage not recorded)" in q05 and "'item 5': lost at the retrieval" in q05
+    assert "retrieval (stage not recorded)" in q05 and "'item 5': lost at retrieval" in q05
 
 
 def test_lab_funnel_by_category_and_bad_input(cli, tmp_path):

@@ -285,3 +285,18 @@ def test_rows_with_golden_spans_are_ranked_by_them_and_their_twins(project):
     overall_line = next(line for line in p.stdout.splitlines() if line.startswith("overall"))
     assert f"{results['metrics']['overall']['mrr']['mean']:.4f} (n=5)" in overall_line
     assert "1.0000 (n=1)" in overall_line
+
+
+def test_a_hybrids_first_stage_is_both_lists_before_the_fusions_cut(project):
+    """The loss funnel's candidates of a hybrid: every node the dense and the BM25 search returned,
+    in fused order, of which the fusion kept its top k (the second stage's cut)."""
+    p = lab(project, "run", "small-hybrid", "--retrieval-only", "--no-progress")
+    assert p.returncode == 0, p.stderr
+    results, samples = load(latest(project, "small-hybrid"))
+    cfg = results["config"]["retriever"]
+    for s in samples:
+        ids = [c["id"] for c in s["candidates"]]
+        assert cfg["top_k"] < len(ids) <= cfg["dense_k"] + cfg["sparse_k"] and len(set(ids)) == len(ids)
+        assert ids[:len(s["retrieved"])] == [r["id"] for r in s["retrieved"]]  # the fusion keeps the head
+        assert [c["rank"] for c in s["candidates"]] == list(range(1, len(ids) + 1))
+        assert s["funnel"]["n_candidates"] == len(ids)

@@ -165,3 +165,16 @@ def test_answer_diagnostics():
     assert utilisation("x", ["Ghent"], sent) is None
     assert states_text("The kilns opened in Ghent in 2014.", "opened its Ghent workshop in 2014")
     assert not states_text("It is a kiln maker.", "opened its Ghent workshop in 2014")
+
+
+def test_the_claims_judges_facts_decide_the_answer_side_instead_of_keywords():
+    s = {"id": "c", "category": "c", "keywords": ["2009"],
+         "funnel": {"lost_at": None, "seen": list(ALL_SEEN), "items": [keyword_item("2009")]},
+         "context": {"text": "in 2009", "passages": [{"id": "c"}]},
+         "answer": {"status": "ok", "text": "Founded in 2009.", "refused": False},
+         "judgement": {"status": "ok", "accuracy": 2.1, "claims": [{"fact": "Founded in 2009.", "stated": 0.9},
+                                                                    {"fact": "By Odile Ferrand.", "stated": 0.2}]}}
+    finish(s["funnel"], s)
+    f = s["funnel"]
+    assert (f["stated_by"], f["stated"], f["lost_at"]) == ("claims", 0.5, "generation")  # keywords alone: kept
+    assert f["claims"] == [{"fact": "Founded in 2009.", "stated": 0.9}, {"fact": "By Odile Ferrand.", "stated": 0.2}]

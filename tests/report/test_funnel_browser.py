@@ -47,7 +47,7 @@ def test_the_funnel_panel_lists_a_stages_questions_and_each_shows_its_evidence(c
     page.locator("#questions tr.qrow[data-id=q03]").click()
     detail = page.locator("#questions tr.qrow[data-id=q03] + tr.qdetail .funnel-evidence").inner_text()
     assert "Lost at: retrieval (stage not recorded)" in detail
-    assert "keyword item 3: lost at the retrieval (stage not recorded)" in detail
+    assert "keyword item 3: lost at retrieval (stage not recorded)" in detail
     # a question that reached the model: lost at the generation, the answer excerpt as evidence
     page.select_option("#q-filters [name=lost]", "generation")
     assert page.eval_on_selector_all("#questions tr.qrow:not([hidden])", "rows => rows.length") == 15 - 9
@@ -63,7 +63,7 @@ def test_the_compare_page_shows_both_funnels_the_movers_and_the_stage_tests(chro
     assert page.locator(".funnel-run").count() == 2
     pair = page.locator(".funnel-pair")
     # q01, q03, q04, q08, q14 now reach the model (and lose the gold there, as base's others did: not newly)
-    assert pair.locator("h3").inner_text() == "base -> better: 5 recovered at the retrieval (stage not recorded)"
+    assert pair.locator("h3").inner_text() == "base -> better: 5 recovered at retrieval (stage not recorded)"
     rows = pair.locator("tr[data-stage]")
     assert [rows.nth(i).get_attribute("data-stage") for i in range(rows.count())] == ["retrieval"]
     assert rows.nth(0).locator("td").nth(8).inner_text() == "5 / 0"

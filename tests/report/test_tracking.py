@@ -272,3 +272,14 @@ def test_mlflow_telemetry_is_off_for_the_lab(monkeypatch):
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "false")
     monkeypatch.setenv("DO_NOT_TRACK", "false")
     assert not utils.is_telemetry_disabled()  # the check itself can fail
+
+
+def test_the_loss_funnels_counts_are_metrics(tmp_path):
+    results = json.loads((write_run(tmp_path, "f", "20261126-100000", MRR_A, ACC_A, "A")
+                          / "results.json").read_text())
+    results["funnel"] = {"stages": ["kb", "first_stage"], "n": 15, "overall": {"n": 15, "lost": {"kb": 1, "first_stage": 4},
+                                                                              "kept": 10}, "by_category": {}}
+    m = tr.metrics(results, [])
+    assert (m["funnel.lost.kb"], m["funnel.lost.first_stage"], m["funnel.kept"]) == (1.0, 4.0, 10.0)
+    del results["funnel"]
+    assert not any(k.startswith("funnel.") for k in tr.metrics(results, []))  # older runs: no such metric
