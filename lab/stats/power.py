@@ -29,9 +29,10 @@ from typing import Sequence
 import numpy as np
 
 from lab.errors import LabError
-from lab.metrics.catalog import fmt_delta
+from lab.metrics.catalog import fmt_delta, is_score
 from lab.runfiles import values
 from lab.stats.paired import paired_deltas
+from lab.stats.sequential import eb_cs
 
 ALPHA, POWER = 0.05, 0.80
 #: The correlation assumed between two pipelines' per-question values when only one run is
@@ -126,6 +127,46 @@ def mde_text(metric: str, stats: dict, ge: str = "≥") -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# Sequential: questions to a decision under an anytime-valid confidence sequence
+
+#: Simulated monitoring paths per figure, and their seed.
+SEQ_PATHS, SEQ_SEED = 400, 13
+
+
+def diff_range(metric: str) -> tuple[float, float]:
+    """The bounds of a per-question difference of ``metric``: [-4, 4] for a judge score (1..5),
+    [-1, 1] for a share."""
+    span = 4.0 if is_score(metric) else 1.0
+    return -span, span
+
+
+def sequential_n(delta: float, sd_d: float, metric: str, alpha: float = ALPHA, max_n: int = 2000,
+                 deltas: Sequence[float] | None = None, paths: int = SEQ_PATHS, seed: int = SEQ_SEED) -> dict | None:
+    """Questions until the sequential rule (:func:`lab.stats.sequential.eb_cs` at ``alpha``, look
+    after every question, stop when the sequence excludes 0) decides, were the true mean
+    difference ``delta``: simulated over ``paths`` monitoring paths of at most ``max_n`` questions.
+    The per-question differences are the observed ``deltas`` shifted to mean ``delta`` where given
+    (resampled), else normal with sd ``sd_d``; clipped to the metric's range. Returns the median
+    and 90th percentile of the questions used, and the share decided within ``max_n`` (None for
+    sd 0)."""
+    if not sd_d or sd_d <= 0:
+        return None
+    lo, hi = diff_range(metric)
+    rng = np.random.default_rng(seed)
+    if deltas is not None and len(deltas) >= 2:
+        base = np.asarray(deltas, dtype=float)
+        x = rng.choice(base - base.mean() + delta, size=(paths, max_n))
+    else:
+        x = rng.normal(delta, sd_d, size=(paths, max_n))
+    cs = eb_cs(np.clip(x, lo, hi), alpha, lo, hi)
+    decided = (cs.lower > 0) | (cs.upper < 0)
+    hit = decided.any(axis=1)
+    n = np.where(hit, decided.argmax(axis=1) + 1, max_n)
+    return {"median": int(np.median(n)), "p90": int(np.percentile(n, 90)), "decided": float(hit.mean()),
+            "max_n": max_n, "paths": paths}
+
+
+# ---------------------------------------------------------------------------------------------
 # lab power
 
 
@@ -179,8 +220,13 @@ def plan(runs: list[tuple[str, list[dict]]], metric: str, delta: float | None = 
             sd_d = float(v.std(ddof=1)) * math.sqrt(2 * (1 - rho)) if n >= 2 else None
             why = _why_not(n, sd_d, alpha, f"sd 0: every question has the same {metric}")
             least = mde(n, sd_d, alpha, power)
-        rows.append({"name": name, "n": n, "sd_d": sd_d, "mde": least, "mde_why": why,
-                     "needed": needed_n(delta / sd_d, alpha, power) if delta and sd_d else None})
+        needed = needed_n(delta / sd_d, alpha, power) if delta and sd_d else None
+        observed = (paired_deltas(*(_by_id(samples, metric, cat) for _, samples in runs)) if len(runs) == 2
+                    else None)
+        seq = (sequential_n(delta, sd_d, metric, alpha, max_n=max(500, 10 * (needed or 50)), deltas=observed)
+               if delta and sd_d else None)
+        rows.append({"name": name, "n": n, "sd_d": sd_d, "mde": least, "mde_why": why, "needed": needed,
+                     "sequential": seq})
     return {"metric": metric, "runs": [label for label, _ in runs], "delta": delta, "alpha": alpha, "power": power,
             "rho": None if len(runs) == 2 else rho, "min_n": min_permutation_n(alpha), "rows": rows}
 
@@ -204,6 +250,15 @@ def plan_lines(p: dict) -> list[str]:
         cell = "" if not p["delta"] else ("-" if r["needed"] is None else f"{r['needed']:,}")
         out.append(f"{r['name']:<16}{r['n']:>7}{sd:>12}{mde:>18}{cell:>24}"
                    + (f"   ({r['mde_why']})" if r["mde_why"] else ""))
+    if p["delta"] and any(r.get("sequential") for r in p["rows"]):
+        out.append(f"  sequentially (lab race: look after every question, stop when an anytime-valid confidence "
+                   f"sequence at alpha {p['alpha']:g} excludes 0), questions to a decision were the true difference "
+                   f"{fmt_delta(m, p['delta']).lstrip('+')}: median / 90th percentile of {SEQ_PATHS} simulated paths")
+        for r in p["rows"]:
+            q = r.get("sequential")
+            if q:
+                late = "" if q["decided"] >= 0.995 else f"; {1 - q['decided']:.0%} undecided after {q['max_n']:,}"
+                out.append(f"    {r['name']:<14}{q['median']:>7,} / {q['p90']:,}{late}")
     cats = sum(r["name"] != "overall" for r in p["rows"])
     out.append(f"  never fewer than {p['min_n']} questions: under that a permutation test cannot reach "
                f"p < {p['alpha']:g}")

@@ -166,3 +166,23 @@ def test_cli_power_needs_per_question_values(root, capsys):
         s.unlink()
     assert main(["power", "--run", "base", "--reports", str(root)]) == 2
     assert "has no samples.jsonl: no per-question values" in capsys.readouterr().err
+
+
+def test_sequential_questions_to_a_decision():
+    """The anytime-valid rule's questions to a decision, simulated: a larger true difference needs
+    fewer; the simulation is seeded; a judge score's differences range over [-4, 4]."""
+    from lab.stats.power import diff_range, sequential_n
+
+    small = sequential_n(0.05, 0.3, "mrr", max_n=3000)
+    large = sequential_n(0.2, 0.3, "mrr", max_n=3000)
+    assert large["median"] < small["median"] and large["decided"] == 1.0
+    assert sequential_n(0.2, 0.3, "mrr", max_n=3000) == large  # seeded
+    # at the planned effect a confidence sequence pays for looking after every question: more than
+    # the fixed-n t-test needs (needed_n(0.2 / 0.3) = 20), fewer than five times that
+    fixed = needed_n(0.2 / 0.3)
+    assert fixed < large["median"] < 5 * fixed
+    assert diff_range("accuracy") == (-4.0, 4.0) and diff_range("mrr") == (-1.0, 1.0)
+    assert sequential_n(0.1, 0.0, "mrr") is None
+    # observed deltas are resampled around the shifted mean
+    obs = sequential_n(0.2, 0.3, "mrr", deltas=[-0.5, 0.0, 0.5, 0.25, -0.25], max_n=3000)
+    assert obs["decided"] == 1.0 and obs["median"] < small["median"]
