@@ -98,7 +98,8 @@ class Results(TypedDict, total=False):
     {judge_repeats, answer_repeats, temperature, method, deterministic, n_questions, by_dimension}), ragas; not_scored when a metric is n/a for some
     questions ({metric: {n, why, ids}}); since the loss funnel, funnel ({stages, n, n_without_gold,
     overall: {n, lost: {stage: n}, kept}, by_category, derived, diagnostics?, judge_vs_evidence?},
-    lab.metrics.funnel.summarise)."""
+    lab.metrics.funnel.summarise); since lab race, sequential on a race's runs ({race, stopped_at, of,
+    reason, seed, alpha, effect, metrics}: the first stopped_at questions of a seeded order of `of`)."""
 
     schema_version: int
     name: str
@@ -123,6 +124,7 @@ class Results(TypedDict, total=False):
     ragas: dict
     not_scored: dict
     funnel: dict
+    sequential: dict
     counters: dict[str, int]
     llm_usage: dict[str, dict]
     cost_usd: float | None

@@ -1,5 +1,6 @@
-"""``lab power``: how many questions a difference needs, from a run's per-question values.
-Reads run files only."""
+"""``lab power``: how many questions a difference needs, from a run's per-question values (reads
+run files only); ``lab race``: two configs on the same questions, stopped as soon as an
+anytime-valid confidence sequence decides."""
 
 from __future__ import annotations
 
@@ -40,6 +41,65 @@ def add_parsers(sub: Any, common: Any) -> None:
                          f"(default {RHO:g})")
     options.reports(pw)
 
+    rc = sub.add_parser(
+        "race", help="compare two configs question by question, stopping as soon as the answer is clear",
+        description="Both configs evaluate the same questions in one seeded random order; after each question "
+                    "the paired differences B - A of each --metric update an anytime-valid confidence sequence "
+                    "(empirical-Bernstein, Waudby-Smith & Ramdas), valid however often it is looked at. The race "
+                    "stops when every metric's sequence excludes 0 (a difference), or lies within +-EFFECT "
+                    "(--effect: futile, no difference that matters is left), or when the questions or --max run "
+                    "out (then the fixed-n paired test decides, as lab compare). Several metrics share alpha "
+                    "(Bonferroni). The two runs of the questions used are ordinary run folders; "
+                    "reports/_race/A--B/<run-id>/ holds race.json and compare.html with the sequence plotted. "
+                    "Every model call is cached: rerun with a larger --max to continue the same order.",
+        epilog="example: lab race turn13 hybrid --retrieval-only --kb ../shared/benchmarks/insurellm/knowledge-base "
+               "--eval ../shared/benchmarks/insurellm/tests.jsonl")
+    rc.add_argument("a", metavar="A", help="the baseline experiment (a config NAME)")
+    rc.add_argument("b", metavar="B", help="the candidate experiment")
+    rc.add_argument("--metric", dest="metrics", action="append", metavar="METRIC",
+                    help="a metric to decide on (default mrr; repeat for several: each at alpha / their number)")
+    rc.add_argument("--alpha", type=float, default=ALPHA, help=f"error rate of the whole race (default {ALPHA:g})")
+    rc.add_argument("--effect", type=float, help="the smallest difference that matters: stop as futile once the "
+                                                 "sequence rules out a difference this large")
+    rc.add_argument("--max", dest="max_n", type=int, metavar="N", help="at most N questions (default: all)")
+    rc.add_argument("--step", type=int, default=10, help="questions evaluated per batch (the decision is read "
+                                                         "after each question; default 10)")
+    rc.add_argument("--seed", type=int, default=13, help="seed of the question order (default 13)")
+    rc.add_argument("--kb", help="knowledge-base folder (overrides data.knowledge_base of both)")
+    rc.add_argument("--eval", help="eval set JSONL (overrides data.eval_set of both)")
+    rc.add_argument("--retrieval-only", action="store_true", help="skip answers and the judge")
+    options.reports(rc)
+    options.cache(rc)
+    options.experiments(rc)
+
+
+def cmd_race(args: argparse.Namespace) -> int:
+    import sys
+
+    from lab.config import run_overrides
+    from lab.eval.race import RaceOptions, race  # heavy: loads the pipeline's libraries
+    from lab.eval.runner import RunOptions
+    from lab.paths import cache_root
+    from lab.report.race import render_race
+
+    if not 0 < args.alpha < 1:
+        raise LabError(f"--alpha {args.alpha} must lie between 0 and 1")
+    if args.effect is not None and args.effect <= 0:
+        raise LabError(f"--effect {args.effect}: give the smallest difference that matters as a positive number")
+    if args.max_n is not None and args.max_n < 1:
+        raise LabError(f"--max {args.max_n}: give at least 1")
+    metrics = args.metrics or ["mrr"]
+    for m in metrics:
+        catalog.check(m)
+    opts = RunOptions(project_root=args.experiments.resolve().parent, reports_root=args.reports,
+                      cache_root=cache_root(args.cache), show_progress=False)
+    overrides = run_overrides(args.kb, args.eval, answers=not args.retrieval_only)
+    folder = race((args.a, args.b), args.experiments, overrides, opts,
+                  RaceOptions(metrics, args.alpha, args.effect, args.max_n, args.step, args.seed),
+                  say=lambda line: print(line, file=sys.stderr))
+    print("\n".join(render_race(folder)))
+    return 0
+
 
 def cmd_power(args: argparse.Namespace) -> int:
     if len(args.runs) > 2:
@@ -58,4 +118,4 @@ def cmd_power(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"power": cmd_power}
+COMMANDS = {"power": cmd_power, "race": cmd_race}

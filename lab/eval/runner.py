@@ -48,6 +48,7 @@ class RunOptions:
     cache_root: Path
     show_progress: bool = True
     allow_overlap: bool = False  # run a tuned model on questions it was trained on (recorded)
+    sequential: dict | None = None  # lab race: where and why the race stopped (results.json "sequential")
 
 
 def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
@@ -136,6 +137,9 @@ def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
         models[role]["tuned"] = summary
     results = _results(cfg, opts, started, questions, pipe, models, metrics, extra,
                        {**pipe.counters(), **query_counters}, usage, timer)
+    if opts.sequential is not None:  # a race's prefix of its order: a sample of the whole set, never LATEST-FULL
+        results["sequential"] = opts.sequential
+        results["sample"].update(is_sample=True, n_total=opts.sequential["of"])
     return write_run(results, samples, cfg, opts.reports_root)
 
 

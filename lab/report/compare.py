@@ -364,7 +364,7 @@ def default_folder(runs: list[Run], reports_root: Path) -> Path:
     return inside(reports_root / "_compare", name)
 
 
-def render_compare(runs: list[Run], folder: Path, force: bool = True) -> Path:
+def render_compare(runs: list[Run], folder: Path, force: bool = True, race: dict | None = None) -> Path:
     """Write ``compare.html`` and the per-question exports of every run into ``folder``: never
     into a compared run's folder, and over existing files only with ``force``."""
     if folder.exists() and not folder.is_dir():
@@ -373,6 +373,7 @@ def render_compare(runs: list[Run], folder: Path, force: bool = True) -> Path:
         check_output(folder / name, [r.folder for r in runs], None, force, "--out")
     folder.mkdir(parents=True, exist_ok=True)
     view = compare_view(runs)
+    view["race"] = race  # lab race: the sequence's path, plotted above the comparison
     view["report_links"] = {r.label: os.path.relpath(r.folder / "report.html", folder) for r in runs}
     env = environment()
     html = env.get_template("compare.html").render(v=view, pval=pval)

@@ -1,0 +1,263 @@
+"""``lab race A B``: two configs on the same questions, in one seeded random order, stopped as
+soon as the answer is clear, and still valid.
+
+After each question the paired differences ``B - A`` of each chosen metric update an
+anytime-valid confidence sequence (:func:`lab.stats.sequential.eb_cs`, the predictable plug-in
+empirical-Bernstein CS of Waudby-Smith & Ramdas), so the comparison may be looked at after every
+question. The race stops at the first question where, for every metric, the sequence
+
+- excludes 0 (a difference, with its sign), or
+- with ``effect`` given, lies inside ``(-effect, effect)`` (futile: no difference that matters is
+  still plausible);
+
+or when the questions (or ``max_n``) run out, where the fixed-n paired test of ``lab compare``
+gives the verdict as today. With several metrics each sequence is at ``alpha / m`` (Bonferroni,
+Holm's first step), so the chance of any false difference stays at most ``alpha``.
+
+The questions are evaluated in batches of ``step`` through the ordinary runner, on the order's
+prefix (every model call is cached, so a batch recomputes nothing of the last); the decision is
+read question by question inside each batch. The two runs of the prefix the race stopped at are
+written as ordinary run folders (``results.json`` ``sequential`` says where and why it stopped),
+and ``reports/_race/A--B/<run-id>/`` holds ``race.json`` (the order, each metric's path, the
+decision, the calls saved) and ``compare.html`` with the path plotted. Rerunning with a larger
+``max_n`` continues the same order from where it stopped: the guarantee holds for the whole path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from lab.config import load_experiment, run_overrides
+from lab.config.load import merge
+from lab.errors import ConfigError, DataError
+from lab.evalsets.evalset import EvalRow, load_eval_set
+from lab.eval.runner import RunOptions, run_experiment
+from lab.metrics import catalog
+from lab.paths import inside, write_atomic
+from lab.runfiles import load_run
+from lab.stats.power import diff_range
+from lab.stats.sequential import decide, eb_cs
+
+log = logging.getLogger(__name__)
+
+RACE_DIR = "_race"
+
+
+@dataclass
+class RaceOptions:
+    metrics: list[str] = field(default_factory=lambda: ["mrr"])
+    alpha: float = 0.05
+    effect: float | None = None
+    max_n: int | None = None
+    step: int = 10
+    seed: int = 13
+
+
+@dataclass
+class MetricPath:
+    """One metric's confidence sequence over the questions that have its value."""
+
+    metric: str
+    ids: list[str]
+    deltas: list[float]
+    lower: list[float]
+    upper: list[float]
+
+    def as_dict(self) -> dict:
+        return {"metric": self.metric, "ids": self.ids, "deltas": [round(d, 6) for d in self.deltas],
+                "mean": [round(float(np.mean(self.deltas[:t])), 6) for t in range(1, len(self.deltas) + 1)],
+                "lower": [round(x, 6) for x in self.lower], "upper": [round(x, 6) for x in self.upper]}
+
+
+def order(rows: list[EvalRow], seed: int) -> list[EvalRow]:
+    """The race's question order: the eval set shuffled with ``seed`` (the same for every rerun)."""
+    out = list(rows)
+    random.Random(seed).shuffle(out)
+    return out
+
+
+def _values(samples: list[dict], metric: str) -> dict[str, float]:
+    return {s["id"]: float(v) for s in samples
+            if isinstance(v := s["metrics"].get(metric), (int, float)) and not isinstance(v, bool)}
+
+
+def paths(ids: list[str], a: list[dict], b: list[dict], metrics: list[str], alpha: float) -> list[MetricPath]:
+    """Each metric's paired differences ``B - A`` in race order, and their confidence sequence at
+    ``alpha / len(metrics)``."""
+    out = []
+    for m in metrics:
+        va, vb = _values(a, m), _values(b, m)
+        kept = [q for q in ids if q in va and q in vb]
+        d = [vb[q] - va[q] for q in kept]
+        lo, hi = diff_range(m)
+        if d:
+            cs = eb_cs(np.asarray(d), alpha / len(metrics), lo, hi)
+            lower, upper = [float(x) for x in cs.lower], [float(x) for x in cs.upper]
+        else:
+            lower = upper = []
+        out.append(MetricPath(m, kept, d, lower, upper))
+    return out
+
+
+def stop_point(ids: list[str], ps: list[MetricPath], effect: float | None, start: int) -> tuple[int, dict] | None:
+    """The first prefix length ``k > start`` (questions in race order) at which every metric's
+    sequence has decided, with each metric's verdict; None when none has."""
+    for k in range(start + 1, len(ids) + 1):
+        asked = set(ids[:k])
+        verdicts = {}
+        for p in ps:
+            t = sum(1 for q in p.ids if q in asked)
+            if t == 0:
+                break
+            v = decide(p.lower[t - 1], p.upper[t - 1], effect=effect)
+            if v == "continue":
+                break
+            verdicts[p.metric] = v
+        else:
+            return k, verdicts
+    return None
+
+
+def _prefix_file(folder: Path, rows: list[EvalRow], k: int) -> Path:
+    """The order's first ``k`` questions as an eval set, named by their ids (the same prefix of the
+    same order is the same file, so its runs' eval-set hash is stable across reruns)."""
+    ids = "\n".join(r.id for r in rows[:k])
+    path = folder / f"{hashlib.sha256(ids.encode()).hexdigest()[:12]}-{k}.jsonl"
+    if path.is_file():
+        return path
+    folder.mkdir(parents=True, exist_ok=True)
+    text = "".join(json.dumps(r.model_dump(mode="json", exclude_none=True), ensure_ascii=False) + "\n"
+                   for r in rows[:k])
+    write_atomic(path, text)
+    return path
+
+
+def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], opts: RunOptions,
+         ropts: RaceOptions, say: Callable[[str], None] = print) -> Path:
+    """Race the experiments ``names`` (see the module docstring); returns the race folder."""
+    t0 = time.perf_counter()
+    if len(set(names)) != 2:
+        raise ConfigError("lab race needs two different experiments", hint="example: lab race turn13 hybrid")
+    if ropts.step < 1:
+        raise ConfigError(f"--step {ropts.step}: give at least 1")
+    for m in ropts.metrics:
+        if m not in catalog.METRICS:
+            raise ConfigError(f"--metric {m!r} is not a metric", hint=f"one of: {', '.join(catalog.names())}")
+    cfgs = [load_experiment(n, experiments, overrides) for n in names]
+    root = opts.project_root
+    evals = {str(Path(root, c.data.eval_set).resolve()) if not Path(c.data.eval_set).is_absolute()
+             else c.data.eval_set for c in cfgs}
+    if len(evals) != 1:
+        raise ConfigError(f"{names[0]} and {names[1]} read different eval sets ({' and '.join(sorted(evals))})",
+                          hint="race them on one: --eval FILE")
+    eval_path = Path(next(iter(evals)))
+    eval_set = load_eval_set(eval_path, cfgs[0].data.categories)
+    rows = order(eval_set.rows, ropts.seed)
+    total = len(rows)
+    budget = min(total, ropts.max_n or total)
+    ids = [r.id for r in rows]
+    base = inside(opts.reports_root / RACE_DIR, f"{names[0]}--{names[1]}")
+    run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    folder = base / run_id
+    work = base / f".{run_id}.tmp-{os.getpid()}"
+    work.mkdir(parents=True)
+    try:
+        batch_opts = RunOptions(opts.project_root, work / "runs", opts.cache_root, False, opts.allow_overlap)
+
+        def run_both(k: int, into: RunOptions, sequential: dict | None = None) -> list[tuple[dict, list[dict], Path]]:
+            prefix = _prefix_file(base / "orders", rows, k)
+            out = []
+            quiet = logging.getLogger("lab")
+            level = quiet.level
+            quiet.setLevel(logging.WARNING)  # each batch's start-up lines would bury the race's own
+            try:
+                for n in names:
+                    out.append(_one(n, prefix, into, sequential))
+            finally:
+                quiet.setLevel(level)
+            return out
+
+        def _one(n: str, prefix: Path, into: RunOptions, sequential: dict | None) -> tuple[dict, list[dict], Path]:
+            cfg = load_experiment(n, experiments, merge(overrides, {"data": {"eval_set": str(prefix)},
+                                                                    "sample": {"limit": None}}))
+            run = run_experiment(cfg, RunOptions(into.project_root, into.reports_root, into.cache_root,
+                                                 into.show_progress, into.allow_overlap, sequential))
+            results, samples = load_run(run)
+            return results, samples, run
+
+        checked, k, stop, reason = 0, 0, None, None
+        while stop is None and k < budget:
+            k = min(budget, k + ropts.step)
+            (_, sa, _), (_, sb, _) = run_both(k, batch_opts)
+            ps = paths(ids[:k], sa, sb, ropts.metrics, ropts.alpha)
+            found = stop_point(ids[:k], ps, ropts.effect, checked)
+            checked = k
+            for p in ps:
+                if p.lower:
+                    say(f"after {k} of {total} questions: {p.metric} {names[1]} - {names[0]} "
+                        f"{np.mean(p.deltas):+.4f}, {1 - ropts.alpha:.0%} confidence sequence "
+                        f"[{p.lower[-1]:+.4f}, {p.upper[-1]:+.4f}]")
+            if found is not None:
+                stop, verdicts = found
+                reason = "difference" if all(v == "difference" for v in verdicts.values()) else \
+                    "futile" if all(v == "futile" for v in verdicts.values()) else "decided"
+        if stop is None:
+            stop, verdicts = k, {}
+            reason = "exhausted" if k == total else "budget"
+        # the two runs of the questions the race used, as ordinary run folders
+        final_paths = paths(ids[:stop], *[x[1] for x in run_both(stop, batch_opts)], ropts.metrics, ropts.alpha)
+        record = {"race": f"{names[0]}--{names[1]}/{run_id}", "stopped_at": stop, "of": total, "reason": reason,
+                  "seed": ropts.seed, "alpha": ropts.alpha, "effect": ropts.effect, "metrics": ropts.metrics}
+        (ra, sa, fa), (rb, sb, fb) = run_both(stop, RunOptions(opts.project_root, opts.reports_root, opts.cache_root,
+                                                                 False, opts.allow_overlap), record)
+        calls = {n: sum(u["calls"] + u["cached"] for u in (r.get("llm_usage") or {}).values())
+                 for n, r in zip(names, (ra, rb))}
+        per_q = sum(calls.values()) / stop if stop else 0.0
+        out = {
+            **record, "a": names[0], "b": names[1], "n_total": total, "max_n": ropts.max_n, "step": ropts.step,
+            "order_sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest(), "order": ids,
+            "eval_set": str(eval_path), "eval_sha256": eval_set.sha256,
+            "verdicts": {p.metric: _verdict(p, verdicts.get(p.metric), ropts.effect) for p in final_paths},
+            "paths": [p.as_dict() for p in final_paths],
+            "runs": {names[0]: str(fa), names[1]: str(fb)},
+            "llm_calls": calls, "questions_saved": total - stop,
+            "llm_calls_saved": round(per_q * (total - stop)),
+            "wall_s": round(time.perf_counter() - t0, 1),
+        }
+        shutil.rmtree(work / "runs", ignore_errors=True)
+        write_atomic(work / "race.json", json.dumps(out, indent=1))
+        os.replace(work, folder)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return folder
+
+
+def _verdict(p: MetricPath, v: str | None, effect: float | None) -> dict:
+    if not p.lower:
+        return {"verdict": "no values", "n": 0}
+    lo, up = p.lower[-1], p.upper[-1]
+    word = v or ("difference" if lo > 0 or up < 0 else "undecided")
+    if word == "difference":
+        word = "B better" if lo > 0 else "B worse"
+    return {"verdict": word, "n": len(p.deltas), "mean": float(np.mean(p.deltas)), "lower": lo, "upper": up}
+
+
+def load_race(folder: Path) -> dict:
+    """A race folder's ``race.json``."""
+    path = Path(folder) / "race.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{path}: no such file", hint="pass a race folder: reports/_race/A--B/<run-id>") from None

@@ -1,0 +1,105 @@
+"""lab race: the stopping point on synthetic per-question values, and the command end to end on
+the fixture project (exhausted, a budget and its resume, bad input, the page in chromium)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from lab.eval.race import paths, stop_point
+from lab.stats.sequential import eb_cs
+from runs import lab
+
+
+def samples(values, metric="mrr"):
+    return [{"id": f"q{i}", "metrics": {metric: v}} for i, v in enumerate(values)]
+
+
+def test_the_race_stops_at_the_first_question_where_the_sequence_excludes_zero():
+    ids = [f"q{i}" for i in range(60)]
+    a, b = samples([0.0] * 60), samples([1.0, 0.5] * 30)
+    (p,) = paths(ids, a, b, ["mrr"], 0.05)
+    cs = eb_cs(np.asarray([1.0, 0.5] * 30), 0.05, -1, 1)
+    first = int(np.argmax(cs.lower > 0)) + 1  # the first t whose lower bound is above 0
+    assert p.lower == pytest.approx(list(cs.lower)) and cs.lower[first - 1] > 0 >= cs.lower[first - 2]
+    k, verdicts = stop_point(ids, [p], None, 0)
+    assert (k, verdicts) == (first, {"mrr": "difference"})
+    assert stop_point(ids, [p], None, first)[0] == first + 1  # read on from a batch's end: still decided
+    # no difference at all: never a difference; with an effect that matters, futile once the CS is inside it
+    (flat,) = paths(ids, a, samples([0.0] * 60), ["mrr"], 0.05)
+    assert stop_point(ids, [flat], None, 0) is None
+    k, verdicts = stop_point(ids, [flat], 0.9, 0)
+    assert verdicts == {"mrr": "futile"} and flat.upper[k - 1] < 0.9 <= flat.upper[k - 2]
+
+
+def test_several_metrics_share_alpha_and_all_must_decide():
+    ids = [f"q{i}" for i in range(60)]
+    a = [{"id": q, "metrics": {"mrr": 0.0, "ndcg": 0.5}} for q in ids]
+    b = [{"id": q, "metrics": {"mrr": 1.0, "ndcg": 0.5}} for q in ids]
+    ps = paths(ids, a, b, ["mrr", "ndcg"], 0.05)
+    assert ps[0].lower == pytest.approx(list(eb_cs(np.ones(60), 0.025, -1, 1).lower))  # alpha / 2 each
+    assert stop_point(ids, ps, None, 0) is None  # ndcg never differs, and no effect was given
+    assert stop_point(ids, ps, 0.5, 0)[1] == {"mrr": "difference", "ndcg": "futile"}
+
+
+@pytest.fixture(scope="module")
+def raced(tmp_path_factory):
+    import shutil
+    from pathlib import Path
+
+    project = tmp_path_factory.mktemp("race") / "project"
+    shutil.copytree(Path(__file__).parents[1] / "fixtures", project)
+    first = lab(project, "race", "small-retrieval", "small-bm25", "--max", "3", "--step", "2")
+    second = lab(project, "race", "small-retrieval", "small-bm25", "--step", "2")
+    return project, first, second
+
+
+def race_json(project, proc):
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("race: "))
+    return json.loads((project / line[6:]).read_text())
+
+
+def test_a_budget_stops_the_race_and_a_rerun_continues_the_same_order(raced):
+    project, first, second = raced
+    assert first.returncode == 0, first.stderr
+    r1 = race_json(project, first)
+    assert (r1["reason"], r1["stopped_at"], r1["n_total"], r1["questions_saved"]) == ("budget", 3, 6, 3)
+    assert "rerun with a larger --max" in first.stdout and "the fixed-n paired test" in first.stdout
+    assert second.returncode == 0, second.stderr
+    r2 = race_json(project, second)
+    assert (r2["reason"], r2["stopped_at"]) == ("exhausted", 6)
+    assert r2["order"][:3] == r1["order"][:3] and r2["order_sha256"] == r1["order_sha256"]  # one seeded order
+    assert sorted(r2["order"]) == [f"f{i}" for i in range(1, 7)]
+    path = r2["paths"][0]
+    assert path["metric"] == "mrr" and len(path["lower"]) == 6 and path["ids"] == r2["order"]
+    # the runs of the questions used: ordinary run folders, marked, never a NAME's full run
+    results = json.loads((project / r2["runs"]["small-bm25"] / "results.json").read_text())
+    assert results["sequential"]["stopped_at"] == 6 and results["sample"]["is_sample"] is True
+    assert results["sample"]["n_questions"] == 6
+    assert not (project / "reports" / "small-bm25" / "LATEST-FULL").exists()
+    samples = [json.loads(x) for x in (project / r2["runs"]["small-bm25"] / "samples.jsonl").read_text().splitlines()]
+    assert [s["id"] for s in samples] == r2["order"]
+
+
+def test_bad_race_input_exits_2(project):
+    p = lab(project, "race", "small", "small")
+    assert p.returncode == 2 and "two different experiments" in p.stderr
+    p = lab(project, "race", "small-retrieval", "small-bm25", "--effect", "-1")
+    assert p.returncode == 2 and "--effect -1.0" in p.stderr
+    p = lab(project, "race", "small-retrieval", "small-bm25", "--metric", "mmr")
+    assert p.returncode == 2 and "unknown metric 'mmr'" in p.stderr and "mrr" in p.stderr
+    assert not (project / "reports" / "_race").exists()
+
+
+@pytest.mark.browser
+def test_the_race_page_plots_the_sequence(raced):
+    from pages import Page, browser
+
+    project, _, second = raced
+    page_path = project / next(x for x in second.stdout.splitlines() if x.startswith("comparison: "))[12:]
+    with browser() as b:
+        page = Page(b, page_path)
+        chart = page.locator("svg.race-chart[data-metric=mrr]")
+        assert chart.count() == 1 and chart.locator("polygon").count() == 1 and chart.locator("line.stop").count() == 1
+        assert "stopped after 6 of 6 questions" in page.locator("#race-summary").inner_text()
+        assert page.errors == []
