@@ -19,7 +19,7 @@ keywords (matched as the keyword metrics match them: NFC, case-insensitive subst
    and no keywords, at least half of each span's distinctive words, :func:`states_text`); where
    the ``claims`` judge graded the answer, every reference fact it found stated (P(stated) >= 0.5)
    instead: no keyword matching, no extra model call;
-7. ``judge``: the judge agrees with the evidence: an answer that states it all graded 2 or less on
+7. ``judge``: the judge agrees with the evidence: an answer that states it all graded below 3 on
    accuracy, or one that states none of it graded 4 or more, is a judge loss.
 
 A question is lost at the first stage where any of its evidence is lost (the pieces are kept
@@ -54,8 +54,8 @@ LABELS = {"kb": "not in the knowledge base", "chunking": "chunking", "first_stag
           "judge": "judge", RETRIEVAL: "retrieval (stage not recorded)", KEPT: "kept"}
 ORDER = {s: i for i, s in enumerate((*RETRIEVAL_STAGES, RETRIEVAL, *STAGES[4:], KEPT))}
 
-#: Accuracy at or below this for an answer stating all the evidence: the judge lost it.
-WRONG_AT = 2
+#: Accuracy below this for an answer stating all the evidence: the judge lost it.
+WRONG_BELOW = 3
 #: Accuracy at or above this for an answer stating none of it: the judge lost it too.
 RIGHT_AT = 4
 #: Candidates recorded per question (the first stage's list, cut here to bound the run files).
@@ -133,7 +133,7 @@ def answer_loss(stated: float | None, accuracy: float | None) -> str | None:
     if stated is None:
         return None
     if stated >= 1.0:
-        return "judge" if accuracy is not None and accuracy <= WRONG_AT else None
+        return "judge" if accuracy is not None and accuracy < WRONG_BELOW else None
     if stated <= 0.0 and accuracy is not None and accuracy >= RIGHT_AT:
         return "judge"
     return "generation"
@@ -348,7 +348,7 @@ def summarise(samples: Sequence[Mapping], categories: Sequence[str] | None = Non
 
 
 def judge_vs_evidence(funnels: Sequence[Mapping], samples: Sequence[Mapping]) -> dict:
-    """How often an answer stating all its gold is graded ``<= WRONG_AT`` on accuracy, and how
+    """How often an answer stating all its gold is graded below ``WRONG_BELOW`` on accuracy, and how
     often one stating none of it is graded ``>= RIGHT_AT``."""
     all_, none_ = [], []
     for f, s in zip(funnels, samples):
@@ -359,7 +359,7 @@ def judge_vs_evidence(funnels: Sequence[Mapping], samples: Sequence[Mapping]) ->
             all_.append(acc)
         elif f["stated"] <= 0.0:
             none_.append(acc)
-    return {"n_states_all": len(all_), "states_all_graded_wrong": sum(1 for a in all_ if a <= WRONG_AT),
+    return {"n_states_all": len(all_), "states_all_graded_wrong": sum(1 for a in all_ if a < WRONG_BELOW),
             "n_states_none": len(none_), "states_none_graded_right": sum(1 for a in none_ if a >= RIGHT_AT)}
 
 
