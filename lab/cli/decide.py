@@ -65,6 +65,11 @@ def add_parsers(sub: Any, common: Any) -> None:
     rc.add_argument("--step", type=int, default=10, help="questions evaluated per batch (the decision is read "
                                                          "after each question; default 10)")
     rc.add_argument("--seed", type=int, default=13, help="seed of the question order (default 13)")
+    rc.add_argument("--gate", dest="margin", type=float, metavar="MARGIN",
+                    help="a non-inferiority gate instead of a comparison: pass (exit 0) once the sequence rules out a "
+                         "drop of B as large as MARGIN on every metric, fail (exit 1) once it shows a larger drop on "
+                         "one; where the questions run out, the fixed-n gate (lab gate) decides")
+    rc.add_argument("--junit", type=Path, metavar="FILE", help="with --gate: a JUnit XML report (testsuite 'lab gate')")
     rc.add_argument("--kb", help="knowledge-base folder (overrides data.knowledge_base of both)")
     rc.add_argument("--eval", help="eval set JSONL (overrides data.eval_set of both)")
     rc.add_argument("--retrieval-only", action="store_true", help="skip answers and the judge")
@@ -91,14 +96,22 @@ def cmd_race(args: argparse.Namespace) -> int:
     metrics = args.metrics or ["mrr"]
     for m in metrics:
         catalog.check(m)
+        if args.margin is not None and not catalog.higher_is_better(m):
+            raise LabError(f"--gate on {m}: a sequential gate reads metrics where higher is better",
+                           hint="gate it with lab gate after full runs")
+    if args.margin is not None and args.margin < 0:
+        raise LabError(f"--gate {args.margin}: give the largest acceptable drop as a number >= 0")
+    if args.junit is not None and args.margin is None:
+        raise LabError("--junit needs --gate MARGIN", hint="example: lab race turn13 candidate --gate 0.02 --junit gate.xml")
     opts = RunOptions(project_root=args.experiments.resolve().parent, reports_root=args.reports,
                       cache_root=cache_root(args.cache), show_progress=False)
     overrides = run_overrides(args.kb, args.eval, answers=not args.retrieval_only)
     folder = race((args.a, args.b), args.experiments, overrides, opts,
-                  RaceOptions(metrics, args.alpha, args.effect, args.max_n, args.step, args.seed),
+                  RaceOptions(metrics, args.alpha, args.effect, args.max_n, args.step, args.seed, args.margin),
                   say=lambda line: print(line, file=sys.stderr))
-    print("\n".join(render_race(folder)))
-    return 0
+    lines, passed = render_race(folder, args.junit)
+    print("\n".join(lines))
+    return 1 if passed is False else 0
 
 
 def cmd_power(args: argparse.Namespace) -> int:

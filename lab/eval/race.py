@@ -47,7 +47,7 @@ from lab.metrics import catalog
 from lab.paths import inside, write_atomic
 from lab.runfiles import load_run
 from lab.stats.power import diff_range
-from lab.stats.sequential import decide, eb_cs
+from lab.stats.sequential import decide, eb_cs, gate_decide
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,7 @@ class RaceOptions:
     max_n: int | None = None
     step: int = 10
     seed: int = 13
+    margin: float | None = None  # --gate: a non-inferiority gate with this margin instead of a comparison
 
 
 @dataclass
@@ -110,21 +111,23 @@ def paths(ids: list[str], a: list[dict], b: list[dict], metrics: list[str], alph
     return out
 
 
-def stop_point(ids: list[str], ps: list[MetricPath], effect: float | None, start: int) -> tuple[int, dict] | None:
-    """The first prefix length ``k > start`` (questions in race order) at which every metric's
-    sequence has decided, with each metric's verdict; None when none has."""
+def stop_point(ids: list[str], ps: list[MetricPath], effect: float | None, start: int,
+               margin: float | None = None) -> tuple[int, dict] | None:
+    """The first prefix length ``k > start`` (questions in race order) at which the race is
+    decided, with each metric's verdict; None when it is not. A comparison is decided when every
+    metric's sequence has (a difference, or futile with ``effect``); a gate (``margin`` given)
+    when any metric fails (the candidate worse than the margin) or every metric passes."""
     for k in range(start + 1, len(ids) + 1):
         asked = set(ids[:k])
         verdicts = {}
         for p in ps:
             t = sum(1 for q in p.ids if q in asked)
-            if t == 0:
-                break
-            v = decide(p.lower[t - 1], p.upper[t - 1], effect=effect)
-            if v == "continue":
-                break
-            verdicts[p.metric] = v
-        else:
+            verdicts[p.metric] = "continue" if t == 0 else (
+                gate_decide(p.lower[t - 1], p.upper[t - 1], margin) if margin is not None
+                else decide(p.lower[t - 1], p.upper[t - 1], effect=effect))
+        if margin is not None and "fail" in verdicts.values():
+            return k, verdicts
+        if all(v != "continue" for v in verdicts.values()):
             return k, verdicts
     return None
 
@@ -201,7 +204,7 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
             k = min(budget, k + ropts.step)
             (_, sa, _), (_, sb, _) = run_both(k, batch_opts)
             ps = paths(ids[:k], sa, sb, ropts.metrics, ropts.alpha)
-            found = stop_point(ids[:k], ps, ropts.effect, checked)
+            found = stop_point(ids[:k], ps, ropts.effect, checked, ropts.margin)
             checked = k
             for p in ps:
                 if p.lower:
@@ -210,15 +213,17 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
                         f"[{p.lower[-1]:+.4f}, {p.upper[-1]:+.4f}]")
             if found is not None:
                 stop, verdicts = found
-                reason = "difference" if all(v == "difference" for v in verdicts.values()) else \
-                    "futile" if all(v == "futile" for v in verdicts.values()) else "decided"
+                vs = set(verdicts.values())
+                reason = ("fail" if "fail" in vs else "pass") if ropts.margin is not None else \
+                    "difference" if vs == {"difference"} else "futile" if vs == {"futile"} else "decided"
         if stop is None:
             stop, verdicts = k, {}
             reason = "exhausted" if k == total else "budget"
         # the two runs of the questions the race used, as ordinary run folders
         final_paths = paths(ids[:stop], *[x[1] for x in run_both(stop, batch_opts)], ropts.metrics, ropts.alpha)
         record = {"race": f"{names[0]}--{names[1]}/{run_id}", "stopped_at": stop, "of": total, "reason": reason,
-                  "seed": ropts.seed, "alpha": ropts.alpha, "effect": ropts.effect, "metrics": ropts.metrics}
+                  "seed": ropts.seed, "alpha": ropts.alpha, "effect": ropts.effect, "metrics": ropts.metrics,
+                  "margin": ropts.margin}
         (ra, sa, fa), (rb, sb, fb) = run_both(stop, RunOptions(opts.project_root, opts.reports_root, opts.cache_root,
                                                                  False, opts.allow_overlap), record)
         calls = {n: sum(u["calls"] + u["cached"] for u in (r.get("llm_usage") or {}).values())
@@ -228,7 +233,7 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
             **record, "a": names[0], "b": names[1], "n_total": total, "max_n": ropts.max_n, "step": ropts.step,
             "order_sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest(), "order": ids,
             "eval_set": str(eval_path), "eval_sha256": eval_set.sha256,
-            "verdicts": {p.metric: _verdict(p, verdicts.get(p.metric), ropts.effect) for p in final_paths},
+            "verdicts": {p.metric: _verdict(p, verdicts.get(p.metric), ropts.margin) for p in final_paths},
             "paths": [p.as_dict() for p in final_paths],
             "runs": {names[0]: str(fa), names[1]: str(fb)},
             "llm_calls": calls, "questions_saved": total - stop,
@@ -244,13 +249,16 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
     return folder
 
 
-def _verdict(p: MetricPath, v: str | None, effect: float | None) -> dict:
+def _verdict(p: MetricPath, v: str | None, margin: float | None) -> dict:
     if not p.lower:
         return {"verdict": "no values", "n": 0}
     lo, up = p.lower[-1], p.upper[-1]
-    word = v or ("difference" if lo > 0 or up < 0 else "undecided")
-    if word == "difference":
-        word = "B better" if lo > 0 else "B worse"
+    if margin is not None:  # the gate: pass, fail, or (the questions ran out) undecided
+        word = v if v in ("pass", "fail") else "undecided"
+    else:
+        word = v if v not in (None, "continue") else ("difference" if lo > 0 or up < 0 else "undecided")
+        if word == "difference":
+            word = "B better" if lo > 0 else "B worse"
     return {"verdict": word, "n": len(p.deltas), "mean": float(np.mean(p.deltas)), "lower": lo, "upper": up}
 
 

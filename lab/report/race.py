@@ -10,13 +10,16 @@ from pathlib import Path
 from lab.errors import DataError
 from lab.metrics import catalog
 from lab.metrics.catalog import fmt_delta
+from lab.paths import write_atomic
 
 PLOT_W, PLOT_H, PAD = 560, 180, 40
 REASONS = {"difference": "every metric's confidence sequence excluded 0",
            "futile": "every metric's confidence sequence ruled out a difference as large as the effect that matters",
            "decided": "every metric decided (a difference or futile)",
            "exhausted": "the questions ran out before a decision: the fixed-n paired test decides",
-           "budget": "--max was reached before a decision: rerun with a larger --max to continue the same order"}
+           "budget": "--max was reached before a decision: rerun with a larger --max to continue the same order",
+           "pass": "every metric's confidence sequence ruled out a drop as large as the margin",
+           "fail": "a metric's confidence sequence showed a drop larger than the margin"}
 
 
 def load(folder: Path) -> dict:
@@ -58,8 +61,11 @@ def plots(race: dict) -> list[dict]:
 def lines(race: dict) -> list[str]:
     """The decision in words, for the terminal."""
     a, b = race["a"], race["b"]
-    out = [f"{b} against {a}: stopped after {race['stopped_at']} of {race['n_total']} questions "
-           f"({race['reason']}: {REASONS[race['reason']]})"]
+    why = REASONS[race["reason"]]
+    if race.get("margin") is not None and race["reason"] in ("exhausted", "budget"):
+        why = why.replace("the fixed-n paired test decides", "the fixed-n gate decides")
+    out = [f"{b} against {a}{' (gate, margin %g)' % race['margin'] if race.get('margin') is not None else ''}: "
+           f"stopped after {race['stopped_at']} of {race['n_total']} questions ({race['reason']}: {why})"]
     for m, v in race["verdicts"].items():
         if v.get("n"):
             out.append(f"  {m}: {v['verdict']}, {b} - {a} {fmt_delta(m, v['mean'])}, "
@@ -73,9 +79,11 @@ def lines(race: dict) -> list[str]:
     return out
 
 
-def render_race(folder: Path) -> list[str]:
+def render_race(folder: Path, junit: Path | None = None) -> tuple[list[str], bool | None]:
     """Write the race folder's ``compare.html`` (the two runs, the sequence plotted) and return the
-    terminal lines: the decision, and the fixed-n paired test where the questions ran out."""
+    terminal lines (the decision, and the fixed-n test where the questions ran out) and, for a
+    gate, whether it passed (the fixed-n gate's verdict where the sequence did not decide); with
+    ``junit``, a JUnit XML file of the gate there."""
     from lab.report.compare import load_runs, paired_lines, render_compare
 
     race = load(folder)
@@ -83,8 +91,52 @@ def render_race(folder: Path) -> list[str]:
     page = render_compare(runs, Path(folder), force=True, race={**race, "plots": plots(race),
                                                                  "reason_text": REASONS[race["reason"]]})
     out = lines(race)
-    if race["reason"] in ("exhausted", "budget"):
+    passed = None
+    undecided = race["reason"] in ("exhausted", "budget")
+    if race.get("margin") is not None:
+        from lab.report.gate import gate_lines, gate_runs, junit_xml
+
+        if undecided:  # the sequence did not decide: the fixed-n gate over the questions used
+            result = gate_runs(runs[0], runs[1], {m: race["margin"] for m in race["metrics"]}, race["alpha"])
+            out += ["  the fixed-n gate over those questions:"] + ["    " + x for x in gate_lines(result)]
+            passed = result["passed"]
+            if junit is not None:
+                write_atomic(junit, junit_xml(result))
+        else:
+            passed = race["reason"] == "pass"
+            if junit is not None:
+                write_atomic(junit, race_junit(race))
+    elif undecided:
         out += ["  the fixed-n paired test over those questions:"] + ["    " + x for x in paired_lines(runs)]
     out.append(f"race: {Path(folder) / 'race.json'}")
     out.append(f"comparison: {page}")
-    return out
+    return out, passed
+
+
+def race_junit(race: dict) -> str:
+    """A sequential gate's JUnit XML: ``<testsuite name="lab gate">``, one testcase per metric, a
+    failure in each that failed, the race's figures as properties."""
+    import xml.etree.ElementTree as ET
+
+    suite_name = "lab gate"
+    failed = [m for m, v in race["verdicts"].items() if v.get("verdict") == "fail"]
+    counts = {"tests": str(len(race["verdicts"])), "failures": str(len(failed)), "errors": "0"}
+    root = ET.Element("testsuites", {"name": suite_name, **counts, "time": f"{race['wall_s']:.3f}"})
+    suite = ET.SubElement(root, "testsuite", {"name": suite_name, **counts, "skipped": "0",
+                                              "time": f"{race['wall_s']:.3f}"})
+    props = ET.SubElement(suite, "properties")
+    for name, value in (("baseline", race["runs"][race["a"]]), ("candidate", race["runs"][race["b"]]),
+                        ("alpha", f"{race['alpha']:g}"), ("margin", f"{race['margin']:g}"),
+                        ("method", "sequential: empirical-Bernstein confidence sequence (Waudby-Smith & Ramdas)"),
+                        ("questions", f"{race['stopped_at']} of {race['n_total']}")):
+        ET.SubElement(props, "property", {"name": name, "value": value})
+    for m, v in race["verdicts"].items():
+        case = ET.SubElement(suite, "testcase", {"classname": suite_name, "name": m, "time": "0"})
+        line = (f"{v.get('verdict', '').upper()} {m}: {race['b']} - {race['a']} {v.get('mean', 0):+.6f}, confidence "
+                f"sequence [{v.get('lower', 0):+.6f}, {v.get('upper', 0):+.6f}], margin {race['margin']:g}, "
+                f"n {v.get('n', 0)}")
+        if v.get("verdict") == "fail":
+            ET.SubElement(case, "failure", {"message": line, "type": "NonInferiorityFailed"}).text = line
+        ET.SubElement(case, "system-out").text = line
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

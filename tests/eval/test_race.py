@@ -42,6 +42,38 @@ def test_several_metrics_share_alpha_and_all_must_decide():
     assert stop_point(ids, ps, 0.5, 0)[1] == {"mrr": "difference", "ndcg": "futile"}
 
 
+def test_a_sequential_gate_fails_as_soon_as_a_drop_beyond_the_margin_is_shown_and_passes_when_ruled_out():
+    ids = [f"q{i}" for i in range(80)]
+    base = samples([1.0] * 80)
+    (worse,) = paths(ids, base, samples([0.0, 0.5] * 40), ["mrr"], 0.05)  # mean drop 0.75
+    k, verdicts = stop_point(ids, [worse], None, 0, margin=0.1)
+    assert verdicts == {"mrr": "fail"} and worse.upper[k - 1] < -0.1 <= worse.upper[k - 2]
+    ids = [f"q{i}" for i in range(200)]  # no difference at all: 148 questions to rule out a drop of 0.1
+    (same,) = paths(ids, samples([1.0] * 200), samples([1.0] * 200), ["mrr"], 0.05)
+    k, verdicts = stop_point(ids, [same], None, 0, margin=0.1)
+    assert k == 148
+    assert verdicts == {"mrr": "pass"} and same.lower[k - 1] > -0.1 >= same.lower[k - 2]
+    # two metrics: one failing stops the gate at once, whatever the other says
+    ids = [f"q{i}" for i in range(80)]
+    a2 = [{"id": q, "metrics": {"mrr": 1.0, "ndcg": 1.0}} for q in ids]
+    b2 = [{"id": q, "metrics": {"mrr": v, "ndcg": 1.0}} for q, v in zip(ids, [0.0, 0.5] * 40)]
+    k2, v2 = stop_point(ids, paths(ids, a2, b2, ["mrr", "ndcg"], 0.05), None, 0, margin=0.1)
+    assert v2["mrr"] == "fail" and v2["ndcg"] == "continue"
+
+
+def test_the_gate_where_the_questions_run_out_is_the_fixed_n_gate_with_its_exit_code_and_junit(project, tmp_path):
+    ok = lab(project, "race", "small-retrieval", "small-bm25", "--gate", "0.5", "--junit", str(tmp_path / "ok.xml"))
+    assert ok.returncode == 0, ok.stderr
+    assert "the fixed-n gate over those questions" in ok.stdout and "gate PASSED" in ok.stdout
+    assert 'failures="0"' in (tmp_path / "ok.xml").read_text()
+    # small-retrieval against small-bm25: MRR 0.0417 lower, more than a margin of 0
+    bad = lab(project, "race", "small-bm25", "small-retrieval", "--gate", "0", "--junit", str(tmp_path / "bad.xml"))
+    assert bad.returncode == 1, bad.stderr
+    assert "gate FAILED" in bad.stdout and 'failures="1"' in (tmp_path / "bad.xml").read_text()
+    p = lab(project, "race", "small-retrieval", "small-bm25", "--junit", str(tmp_path / "x.xml"))
+    assert p.returncode == 2 and "--junit needs --gate" in p.stderr
+
+
 @pytest.fixture(scope="module")
 def raced(tmp_path_factory):
     import shutil
