@@ -46,7 +46,7 @@ from lab.eval.runner import RunOptions, run_experiment
 from lab.metrics import catalog
 from lab.paths import inside, write_atomic
 from lab.runfiles import load_run
-from lab.stats.power import diff_range
+from lab.stats.power import diff_range, mde
 from lab.stats.sequential import decide, eb_cs, gate_decide
 
 log = logging.getLogger(__name__)
@@ -111,20 +111,35 @@ def paths(ids: list[str], a: list[dict], b: list[dict], metrics: list[str], alph
     return out
 
 
+#: Questions with values before the hopeless rule may read their spread.
+HOPELESS_AFTER = 10
+
+
 def stop_point(ids: list[str], ps: list[MetricPath], effect: float | None, start: int,
-               margin: float | None = None) -> tuple[int, dict] | None:
+               margin: float | None = None, total: int | None = None, alpha: float = 0.05
+               ) -> tuple[int, dict] | None:
     """The first prefix length ``k > start`` (questions in race order) at which the race is
     decided, with each metric's verdict; None when it is not. A comparison is decided when every
     metric's sequence has (a difference, or futile with ``effect``); a gate (``margin`` given)
-    when any metric fails (the candidate worse than the margin) or every metric passes."""
+    when any metric fails (the candidate worse than the margin) or every metric passes.
+
+    Futile, with ``effect``: the sequence lies inside ``(-effect, effect)``, or (hopeless) the
+    smallest difference the whole set of ``total`` questions could detect at the spread seen so
+    far (:func:`lab.stats.power.mde`, 80% power, after :data:`HOPELESS_AFTER` questions) is
+    larger than ``effect``. Stopping for futility claims no difference, so it costs no validity."""
     for k in range(start + 1, len(ids) + 1):
         asked = set(ids[:k])
         verdicts = {}
         for p in ps:
             t = sum(1 for q in p.ids if q in asked)
-            verdicts[p.metric] = "continue" if t == 0 else (
+            v = "continue" if t == 0 else (
                 gate_decide(p.lower[t - 1], p.upper[t - 1], margin) if margin is not None
                 else decide(p.lower[t - 1], p.upper[t - 1], effect=effect))
+            if v == "continue" and margin is None and effect is not None and total and t >= HOPELESS_AFTER:
+                least = mde(total, float(np.std(p.deltas[:t], ddof=1)), alpha / len(ps))
+                if least is not None and least > effect:
+                    v = "futile"
+            verdicts[p.metric] = v
         if margin is not None and "fail" in verdicts.values():
             return k, verdicts
         if all(v != "continue" for v in verdicts.values()):
@@ -204,7 +219,7 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
             k = min(budget, k + ropts.step)
             (_, sa, _), (_, sb, _) = run_both(k, batch_opts)
             ps = paths(ids[:k], sa, sb, ropts.metrics, ropts.alpha)
-            found = stop_point(ids[:k], ps, ropts.effect, checked, ropts.margin)
+            found = stop_point(ids[:k], ps, ropts.effect, checked, ropts.margin, total, ropts.alpha)
             checked = k
             for p in ps:
                 if p.lower:

@@ -14,7 +14,8 @@ from lab.paths import write_atomic
 
 PLOT_W, PLOT_H, PAD = 560, 180, 40
 REASONS = {"difference": "every metric's confidence sequence excluded 0",
-           "futile": "every metric's confidence sequence ruled out a difference as large as the effect that matters",
+           "futile": "for every metric, the confidence sequence ruled out a difference as large as the effect that "
+                     "matters, or the whole set could not detect one at the spread seen so far",
            "decided": "every metric decided (a difference or futile)",
            "exhausted": "the questions ran out before a decision: the fixed-n paired test decides",
            "budget": "--max was reached before a decision: rerun with a larger --max to continue the same order",

@@ -135,3 +135,16 @@ def test_the_race_page_plots_the_sequence(raced):
         assert chart.count() == 1 and chart.locator("polygon").count() == 1 and chart.locator("line.stop").count() == 1
         assert "stopped after 6 of 6 questions" in page.locator("#race-summary").inner_text()
         assert page.errors == []
+
+
+def test_a_race_is_hopeless_when_the_whole_set_could_not_detect_the_effect_that_matters():
+    """With --effect 0.05 and 40 questions of spread 0.5: the whole set could detect no less than
+    mde(40, 0.5) > 0.05, so the race stops as futile once it has read the spread (10 questions)."""
+    from lab.stats.power import mde
+
+    ids = [f"q{i}" for i in range(40)]
+    (p,) = paths(ids, samples([0.5] * 40), samples([0.0, 1.0] * 20), ["mrr"], 0.05)
+    assert mde(40, float(np.std([-0.5, 0.5] * 5, ddof=1))) > 0.05
+    assert stop_point(ids, [p], 0.05, 0, total=40) == (10, {"mrr": "futile"})
+    assert stop_point(ids, [p], 0.05, 0) is None  # without the set's size, only the sequence decides
+    assert stop_point(ids, [p], 2.0, 0, total=40)[1] == {"mrr": "futile"}  # any effect inside the range: futile
