@@ -40,7 +40,7 @@ import numpy as np
 
 from lab.config import load_experiment, run_overrides
 from lab.config.load import merge
-from lab.errors import ConfigError, DataError
+from lab.errors import ConfigError
 from lab.evalsets.evalset import EvalRow, load_eval_set
 from lab.eval.runner import RunOptions, run_experiment
 from lab.metrics import catalog
@@ -275,12 +275,3 @@ def _verdict(p: MetricPath, v: str | None, margin: float | None) -> dict:
         if word == "difference":
             word = "B better" if lo > 0 else "B worse"
     return {"verdict": word, "n": len(p.deltas), "mean": float(np.mean(p.deltas)), "lower": lo, "upper": up}
-
-
-def load_race(folder: Path) -> dict:
-    """A race folder's ``race.json``."""
-    path = Path(folder) / "race.json"
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{path}: no such file", hint="pass a race folder: reports/_race/A--B/<run-id>") from None

@@ -51,6 +51,16 @@ class ConfidenceSequence(NamedTuple):
     upper: np.ndarray
 
 
+def _observations(x) -> np.ndarray:
+    """``x`` as a float array of observations: a sequence (or paths of them), every value finite."""
+    xs = np.asarray(x, dtype=float)
+    if xs.ndim == 0:
+        raise ValueError("x must be a sequence of observations, not a scalar")
+    if not np.all(np.isfinite(xs)):
+        raise ValueError("x has a NaN or infinite value")
+    return xs
+
+
 def _check_alpha(alpha: float) -> None:
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
@@ -115,11 +125,7 @@ def eb_cs(
         raise ValueError(f"need lo < hi, got lo={lo}, hi={hi}")
     if not 0 < c < 1:
         raise ValueError(f"the truncation c must be in (0, 1), got {c}")
-    xs = np.asarray(x, dtype=float)
-    if xs.ndim == 0:
-        raise ValueError("x must be a sequence of observations, not a scalar")
-    if not np.all(np.isfinite(xs)):
-        raise ValueError("x has a NaN or infinite value")
+    xs = _observations(x)
     scale = hi - lo
     y = (xs - lo) / scale
     if y.size and (y.min() < -_RANGE_TOLERANCE or y.max() > 1 + _RANGE_TOLERANCE):
@@ -221,11 +227,7 @@ def normal_mixture_cs(
         rho2 = optimal_rho2(t_opt, alpha)
     if not rho2 > 0:
         raise ValueError(f"rho2 must be positive, got {rho2}")
-    xs = np.asarray(x, dtype=float)
-    if xs.ndim == 0:
-        raise ValueError("x must be a sequence of observations, not a scalar")
-    if not np.all(np.isfinite(xs)):
-        raise ValueError("x has a NaN or infinite value")
+    xs = _observations(x)
     n = xs.shape[-1]
     if n == 0:
         return ConfidenceSequence(np.empty_like(xs), np.empty_like(xs))
