@@ -75,6 +75,7 @@ def eb_cs(
     c: float = 0.5,
     running_intersection: bool = True,
     clip: bool = True,
+    increments: str = "paper",
 ) -> ConfidenceSequence:
     r"""The predictable plug-in empirical-Bernstein (PrPl-EB) confidence sequence for the mean of
     observations bounded in ``[lo, hi]``, two-sided, at level ``1 - alpha``.
@@ -116,6 +117,11 @@ def eb_cs(
         c: the truncation of lambda, in (0, 1); the paper suggests 1/2 or 3/4.
         running_intersection: make the bounds monotone (default).
         clip: intersect each interval with ``[lo, hi]`` (default).
+        increments: ``"paper"`` (default): the variance increments ``v_i`` about the regularised
+            ``mu_{i-1}`` (from 1/2), as the paper writes them; ``"confseq"``: about the plain
+            running mean, from 0 for the lower bound and from 1 for the upper, as confseq 0.0.11's
+            ``predmix_empbern_twosided_cs`` computes them (the tests check this variant against
+            that library's values; the two differ only in the first increments).
 
     Returns:
         ``ConfidenceSequence(lower, upper)``, each of the shape of ``x``.
@@ -145,13 +151,21 @@ def eb_cs(
     sigma2_tminus1 = np.concatenate([np.full(lead, 0.25), sigma2_t[..., :-1]], axis=-1)
     # lambda_predmix_eb, truncated at c
     lambdas = np.minimum(np.sqrt(2 * log_term / (sigma2_tminus1 * t * np.log1p(t))), c)
-    v = 4 * (y - mu_hat_tminus1) ** 2
     psi_e = (-np.log1p(-lambdas) - lambdas) / 4
     sum_lambdas = np.cumsum(lambdas, axis=-1)
     center = np.cumsum(lambdas * y, axis=-1) / sum_lambdas  # weighted_mu_hat_t
-    width = (log_term + np.cumsum(v * psi_e, axis=-1)) / sum_lambdas  # margin
-    lower = center - width
-    upper = center + width
+    if increments == "paper":
+        v = 4 * (y - mu_hat_tminus1) ** 2
+        width = (log_term + np.cumsum(v * psi_e, axis=-1)) / sum_lambdas  # margin
+        lower, upper = center - width, center + width
+    elif increments == "confseq":  # confseq 0.0.11: the plain running mean, from 0 below and from 1 above
+        plain = np.cumsum(y, axis=-1) / t
+        for_lower = np.concatenate([np.zeros(lead), plain[..., :-1]], axis=-1)
+        for_upper = np.concatenate([np.ones(lead), plain[..., :-1]], axis=-1)
+        lower = center - (log_term + np.cumsum(4 * (y - for_lower) ** 2 * psi_e, axis=-1)) / sum_lambdas
+        upper = center + (log_term + np.cumsum(4 * (y - for_upper) ** 2 * psi_e, axis=-1)) / sum_lambdas
+    else:
+        raise ValueError(f"increments must be 'paper' or 'confseq', got {increments!r}")
     if clip:
         lower = np.clip(lower, 0.0, 1.0)
         upper = np.clip(upper, 0.0, 1.0)

@@ -285,3 +285,22 @@ def test_decide_on_a_monitored_comparison_stops_with_the_right_sign():
     stop = verdicts.index("difference")
     assert set(verdicts[:stop]) == {"continue"}
     assert cs.lower[stop] > 0
+
+
+# confseq 0.0.11 (by the method's authors), predmix_empbern_twosided_cs(X, alpha=0.05,
+# truncation=0.5, running_intersection=False): its values, recorded once from the library (it builds
+# a C++ extension and has no wheel on the package index, so it is not a dependency here)
+X = [0.75, 1.0, 1.0, 0.5, 0.5, 1.0, 0.0, 1.0, 1.0, 0.75, 0.5, 0.5, 0.5, 0.75, 0.75, 0.75, 1.0, 1.0, 0.75, 1.0, 0.5, 0.25, 0.75, 0.0, 0.0, 0.75, 0.75, 1.0, 0.75, 0.75, 0.75, 0.5, 0.0, 0.25, 0.75, 0.5, 0.5, 0.0, 1.0, 0.25]
+CONFSEQ_LOWER = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0324308809, 0.0671080248, 0.1157941843, 0.1580006636, 0.1949402636, 0.240294015, 0.2808244385, 0.3055139672, 0.3389006845, 0.3454223949, 0.3369018499, 0.3548431196, 0.3317743853, 0.3112000321, 0.3279566084, 0.3434806999, 0.3653949036, 0.3785891866, 0.3909083034, 0.4024365238, 0.4050700645, 0.3873873845, 0.3814451545, 0.3918583353, 0.3946208365, 0.3972468824, 0.3826045168, 0.3970422819, 0.3919376215]
+CONFSEQ_UPPER = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.9915377308, 0.9826990342, 0.9848498399, 0.9768195313, 0.9693201239, 0.9623006639, 0.9482690861, 0.9249414888, 0.9069916931, 0.9026231738, 0.8916806308, 0.8813167073, 0.8623126626, 0.8672359955, 0.853233699]
+
+
+def test_the_confseq_variant_reproduces_confseq_and_the_papers_differs_only_a_little():
+    ours = eb_cs(np.asarray(X), 0.05, 0.0, 1.0, running_intersection=False, increments="confseq")
+    assert ours.lower == pytest.approx(CONFSEQ_LOWER, abs=1e-9)
+    assert ours.upper == pytest.approx(CONFSEQ_UPPER, abs=1e-9)
+    paper = eb_cs(np.asarray(X), 0.05, 0.0, 1.0, running_intersection=False)
+    assert np.max(np.abs(paper.lower - np.asarray(CONFSEQ_LOWER))) < 0.02  # the first increments' centre only
+    assert np.max(np.abs(paper.upper - np.asarray(CONFSEQ_UPPER))) < 0.001
+    with pytest.raises(ValueError, match="increments"):
+        eb_cs(np.asarray(X), increments="nope")
