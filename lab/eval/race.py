@@ -45,6 +45,7 @@ from lab.evalsets.evalset import EvalRow, load_eval_set
 from lab.eval.runner import RunOptions, run_experiment
 from lab.metrics import catalog
 from lab.paths import inside, write_atomic
+from lab.progress import duration
 from lab.runfiles import load_run
 from lab.stats.power import diff_range, mde
 from lab.stats.sequential import decide, eb_cs, gate_decide
@@ -221,9 +222,11 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
             ps = paths(ids[:k], sa, sb, ropts.metrics, ropts.alpha)
             found = stop_point(ids[:k], ps, ropts.effect, checked, ropts.margin, total, ropts.alpha)
             checked = k
+            spent = time.perf_counter() - t0
+            eta = f"{duration(spent)} so far, at most {duration(spent / k * (budget - k))} more"
             for p in ps:
                 if p.lower:
-                    say(f"after {k} of {total} questions: {p.metric} {names[1]} - {names[0]} "
+                    say(f"after {k} of {total} questions ({eta}): {p.metric} {names[1]} - {names[0]} "
                         f"{np.mean(p.deltas):+.4f}, {1 - ropts.alpha:.0%} confidence sequence "
                         f"[{p.lower[-1]:+.4f}, {p.upper[-1]:+.4f}]")
             if found is not None:
