@@ -40,7 +40,7 @@ import numpy as np
 
 from lab.config import load_experiment, run_overrides
 from lab.config.load import merge
-from lab.errors import ConfigError
+from lab.errors import ConfigError, DataError
 from lab.evalsets.evalset import EvalRow, load_eval_set
 from lab.eval.runner import RunOptions, run_experiment
 from lab.metrics import catalog
@@ -220,6 +220,12 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
             k = min(budget, k + ropts.step)
             (_, sa, _), (_, sb, _) = run_both(k, batch_opts)
             ps = paths(ids[:k], sa, sb, ropts.metrics, ropts.alpha)
+            for p in ps:
+                if not p.deltas:  # after the first batch: a metric no question has in both runs never decides
+                    raise DataError(f"--metric {p.metric}: no question of the first {k} has a value of it in both "
+                                    f"{names[0]} and {names[1]}",
+                                    hint="race on a metric both runs compute (a retrieval-only race has no judge "
+                                         "scores; rows without keywords have no keyword metrics)")
             found = stop_point(ids[:k], ps, ropts.effect, checked, ropts.margin, total, ropts.alpha)
             checked = k
             spent = time.perf_counter() - t0

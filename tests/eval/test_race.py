@@ -120,7 +120,11 @@ def test_bad_race_input_exits_2(project):
     assert p.returncode == 2 and "--effect -1.0" in p.stderr
     p = lab(project, "race", "small-retrieval", "small-bm25", "--metric", "mmr")
     assert p.returncode == 2 and "unknown metric 'mmr'" in p.stderr and "mrr" in p.stderr
-    assert not (project / "reports" / "_race").exists()
+    p = lab(project, "race", "small-retrieval", "small-bm25", "--metric", "accuracy", "--step", "2")
+    assert p.returncode == 2 and "--metric accuracy: no question of the first 2" in p.stderr
+    assert "a retrieval-only race has no judge scores" in p.stderr
+    assert not (project / "reports" / "_race").exists() or not any(
+        f for f in (project / "reports" / "_race").rglob("race.json"))
 
 
 @pytest.mark.browser
