@@ -15,8 +15,9 @@ gives the verdict as today. With several metrics each sequence is at ``alpha / m
 Holm's first step), so the chance of any false difference stays at most ``alpha``.
 
 The questions are evaluated in batches of ``step`` through the ordinary runner, on the order's
-prefix (every model call is cached, so a batch recomputes nothing of the last); the decision is
-read question by question inside each batch. The two runs of the prefix the race stopped at are
+prefix (every model call is cached, so a batch recomputes nothing of the last), without the
+judge's calibration and perturbation checks (they do not change a question's scores; the final
+runs have them); the decision is read question by question inside each batch. The two runs of the prefix the race stopped at are
 written as ordinary run folders (``results.json`` ``sequential`` says where and why it stopped),
 and ``reports/_race/A--B/<run-id>/`` holds ``race.json`` (the order, each metric's path, the
 decision, the calls saved) and ``compare.html`` with the path plotted. Rerunning with a larger
@@ -208,8 +209,10 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
             return out
 
         def _one(n: str, prefix: Path, into: RunOptions, sequential: dict | None) -> tuple[dict, list[dict], Path]:
-            cfg = load_experiment(n, experiments, merge(overrides, {"data": {"eval_set": str(prefix)},
-                                                                    "sample": {"limit": None}}))
+            here = merge(overrides, {"data": {"eval_set": str(prefix)}, "sample": {"limit": None}})
+            cfg = load_experiment(n, experiments, here)
+            if sequential is None and cfg.judge is not None:  # a batch needs the scores, not the judge's own checks
+                cfg = load_experiment(n, experiments, merge(here, {"judge": {"calibration": False, "checks": 0}}))
             run = run_experiment(cfg, RunOptions(into.project_root, into.reports_root, into.cache_root,
                                                  into.show_progress, into.allow_overlap, sequential))
             results, samples = load_run(run)

@@ -152,3 +152,20 @@ def test_a_race_is_hopeless_when_the_whole_set_could_not_detect_the_effect_that_
     assert stop_point(ids, [p], 0.05, 0, total=40) == (10, {"mrr": "futile"})
     assert stop_point(ids, [p], 0.05, 0) is None  # without the set's size, only the sequence decides
     assert stop_point(ids, [p], 2.0, 0, total=40)[1] == {"mrr": "futile"}  # any effect inside the range: futile
+
+
+@pytest.mark.slow
+def test_a_judged_race_decides_on_judge_scores_and_its_runs_keep_the_judges_checks(project):
+    """A race on accuracy with the packaged SmolLM2 answering and judging (plumbing, not quality):
+    the batches skip the judge's calibration and checks, the runs of the questions used keep them."""
+    (project / "experiments" / "small-top2.yaml").write_text(
+        "schema_version: 1\nextends: small\ndescription: small, top 2\nretriever:\n  name: vector\n  top_k: 2\n")
+    p = lab(project, "race", "small", "small-top2", "--metric", "accuracy", "--max", "4", "--step", "2")
+    assert p.returncode == 0, p.stderr
+    race = race_json(project, p)
+    assert (race["reason"], race["stopped_at"]) == ("budget", 4)
+    assert race["verdicts"]["accuracy"]["n"] == 4 and len(race["paths"][0]["lower"]) == 4
+    assert -4 <= race["paths"][0]["lower"][-1] <= race["paths"][0]["upper"][-1] <= 4
+    results = json.loads((project / race["runs"]["small"] / "results.json").read_text())
+    assert results["config"]["judge"]["calibration"] is True and "judge_checks" in results
+    assert results["sequential"]["metrics"] == ["accuracy"]
