@@ -102,10 +102,11 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
         counters["semantic_cache_misses"] = len(todo)
     per_question_retrieve = timer["retrieve_s"] / max(len(rows), 1)
     sources = {d.metadata["source"] for d in pipe.corpus.documents}  # spans in other documents: not scored
+    documents = {d.metadata["source"]: d.text for d in pipe.corpus.documents}
     if twins is None:
         twins = span_twins([(r.source, r.start_index, r.end_index) for row in rows for r in row.references or []],
-                           {d.metadata["source"]: d.text for d in pipe.corpus.documents})
-    view = FunnelView({d.metadata["source"]: d.text for d in pipe.corpus.documents}, table_chunks(pipe.handle))
+                           documents)
+    view = FunnelView(documents, table_chunks(pipe.handle))
     samples, finals = [], []
     items = zip(rows, bundles, firsts)
     if reranker is not None:  # the slow stage: show a bar or log an ETA

@@ -240,11 +240,13 @@ def compare_view(runs: list[Run]) -> dict:
         p["movers"] = movers(a, b, mover_metrics(p, chosen, [m for m in MOVER_METRICS if m in present]))
     shown, why = charted(pairs, chosen, [m for m in catalog.names("compare_chart") if m in present])
     funnels = [(r.label, funnel_view(run_funnel(r.results, r.samples))) for r in runs]
+    any_gold = any(f["n"] for _, f in funnels)
     return {
-        "funnels": funnels if any(f["n"] for _, f in funnels) else [],
+        "funnels": funnels if any_gold else [],
         "funnel_blind": blind_groups(funnels),
-        "funnel_pairs": [funnel_pair(a.label, a.samples, b.label, b.samples) for a, b in zip(runs, runs[1:])]
-        if any(f["n"] for _, f in funnels) else [],
+        "funnel_pairs": [funnel_pair(a.label, a.samples, b.label, b.samples, fa["stages"], fb["stages"])
+                         for (a, (_, fa)), (b, (_, fb)) in zip(zip(runs, funnels), zip(runs[1:], funnels[1:]))]
+        if any_gold else [],
         "runs": runs,
         "decision": decision(pairs, method),
         "story": story,

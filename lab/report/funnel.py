@@ -75,12 +75,15 @@ def stage_tests(a: Mapping[str, str], b: Mapping[str, str], stages: Sequence[str
     return tests
 
 
-def pair(a_label: str, a: Sequence[Mapping], b_label: str, b: Sequence[Mapping]) -> dict:
+def pair(a_label: str, a: Sequence[Mapping], b_label: str, b: Sequence[Mapping],
+         seen_a: Sequence[str] | None = None, seen_b: Sequence[str] | None = None) -> dict:
     """Two runs' funnels compared question by question: movers per stage, the paired test of each
     stage both runs see, and a sentence. Where one run cannot split the stages before the final
-    list, both are compared there as one (``retrieval``)."""
+    list, both are compared there as one (``retrieval``). ``seen_a``/``seen_b``: the stages each
+    run sees, where the caller has its funnel already (else summarised here)."""
     la, lb = comparable(lost_at_by_id(a), lost_at_by_id(b))
-    seen_a, seen_b = summarise(a)["stages"], summarise(b)["stages"]
+    seen_a = list(seen_a) if seen_a is not None else summarise(a)["stages"]
+    seen_b = list(seen_b) if seen_b is not None else summarise(b)["stages"]
     if RETRIEVAL in seen_a or RETRIEVAL in seen_b:
         seen_a, seen_b = (list(dict.fromkeys(RETRIEVAL if x in RETRIEVAL_STAGES else x for x in s))
                           for s in (seen_a, seen_b))
@@ -172,11 +175,11 @@ def terminal_lines(runs: Sequence[tuple[str, Mapping, Sequence[Mapping]]], categ
         f"{(part(f) or {}).get('n', 0):>{col}}" for _, f in funnels))
     for labels, line in blind_groups(funnels):
         out.append(f"{', '.join(labels)}: cannot see {line}")
-    for (la, ra, sa), (lb, rb, sb) in zip(runs, runs[1:]):
+    for ((la, _, sa), (_, fa)), ((lb, _, sb), (_, fb)) in zip(zip(runs, funnels), zip(runs[1:], funnels[1:])):
         if category is not None:
             sa = [s for s in sa if s.get("category") == category]
             sb = [s for s in sb if s.get("category") == category]
-        p = pair(la, sa, lb, sb)
+        p = pair(la, sa, lb, sb, fa["stages"], fb["stages"])
         out.append("")
         out.append(p["summary"])
         for t in p["tests"]:
