@@ -78,7 +78,7 @@ quote = '$(subst ','\'',$(1))'
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help venv lock browser experiment ask compare show test test-fast test-py313 report screenshots docs bench bench-generate bench-scale list clean-venv
+.PHONY: help venv lock browser experiment ask compare show test test-fast test-py313 report screenshots docs bench bench-generate bench-scale list serve clean-venv
 
 help: ## show the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -135,6 +135,10 @@ compare: $(STAMP) ## compare runs (latest of each NAME): make compare NAMES="tur
 
 show: $(STAMP) ## print the latest run of NAME as a table: make show NAME=turn13
 	$(LAB) show $(NAME)
+
+PORT ?= 8765
+serve: $(STAMP) ## every run in a browser, comparisons, labelling: make serve (PORT=8765), then open http://127.0.0.1:8765/
+	$(LAB) serve --port $(PORT)
 
 list: $(STAMP) ## list the experiments
 	$(LAB) list

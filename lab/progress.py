@@ -58,6 +58,19 @@ def duration(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
+#: Who else is told of progress (a run's status file: lab.eval.status): each is called with the
+#: ticker's description, items done, total and seconds elapsed, at most every
+#: :data:`OBSERVE_EVERY` seconds and when the work is done.
+_observers: list[Callable[[str, int, int, float], None]] = []
+OBSERVE_EVERY = 1.0
+
+
+def observe(fn: Callable[[str, int, int, float], None]) -> Callable[[], None]:
+    """Tell ``fn`` of every ticker's progress until the returned function is called."""
+    _observers.append(fn)
+    return lambda: _observers.remove(fn) if fn in _observers else None
+
+
 class Ticker:
     """Counts work done. On a terminal (``bar``) a tqdm bar; elsewhere (CI, ``| tee``, nohup)
     log lines ``desc i/total (p%), elapsed, ETA``: at every ``every`` share of the total and
@@ -75,9 +88,11 @@ class Ticker:
         self._logged = False
         self._note = ""
         self._bar = None
+        self._told = 0.0
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._tell(force=True)
         if bar:
             from tqdm import tqdm  # only on a terminal
 
@@ -103,10 +118,23 @@ class Ticker:
                 if time.perf_counter() - self._last >= every and self.done < self.total:
                     self._line()
 
+    def _tell(self, force: bool = False) -> None:
+        """Tell the observers (:func:`observe`), at most every :data:`OBSERVE_EVERY` seconds."""
+        now = time.perf_counter()
+        if not _observers or (not force and now - self._told < OBSERVE_EVERY and self.done < self.total):
+            return
+        self._told = now
+        for fn in list(_observers):
+            try:
+                fn(self.desc, self.done, self.total, now - self._t0)
+            except Exception:  # a status file that cannot be written never stops the work
+                log.debug("progress observer failed", exc_info=True)
+
     def update(self, n: int = 1, note: str = "") -> None:
         """Count ``n`` more done; ``note`` (e.g. which item finished) ends the line it logs."""
         with self._lock:
             self.done += n
+            self._tell()
             if self._bar is not None:
                 if note:
                     self._bar.set_postfix_str(note, refresh=False)

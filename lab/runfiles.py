@@ -133,6 +133,40 @@ class Results(TypedDict, total=False):
 
 
 # ---------------------------------------------------------------------------------------------
+# A run in progress: reports/<NAME>/.running-<pid>.json, replaced atomically as the run goes and
+# removed when it ends (lab.eval.status writes it; lab serve reads it)
+
+#: The status files' names (a dot file: never taken for a run folder).
+RUNNING_GLOB = ".running-*.json"
+
+
+class Running(TypedDict):
+    """A run in progress: ``{name, pid, host, started_at, updated_at (seconds since the epoch),
+    stage, done, total, elapsed_s, eta_s (None until an item is done), n_questions}``."""
+
+    name: str
+    pid: int
+    host: str
+    started_at: float
+    updated_at: float
+    stage: str
+    done: int
+    total: int
+    elapsed_s: float
+    eta_s: float | None
+    n_questions: int | None
+
+
+def read_running(path: Path) -> Running | None:
+    """The status in ``path``, or None where it is gone or unreadable (a run that just ended)."""
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("pid"), int) else None  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------------
 # The reader
 
 _FIX = "the run folder is damaged (an interrupted copy or a hand edit?): rerun the experiment (every model " \

@@ -9,7 +9,7 @@ import os
 import signal
 import sys
 
-from lab.cli import data, decide, experiments, gate, judge, options, reports, track, tune
+from lab.cli import data, decide, experiments, gate, judge, options, reports, serve, track, tune
 from lab.errors import LabError
 from lab.progress import PrintableStream, printable, setup_logging
 
@@ -41,12 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
     gate.add_parsers(sub, common)
     track.add_parsers(sub, common)
     tune.add_parsers(sub, common)
+    serve.add_parsers(sub, common)
     return parser
 
 
 #: verb -> handler, one module per verb group
 COMMANDS = {**experiments.COMMANDS, **reports.COMMANDS, **data.COMMANDS, **judge.COMMANDS, **decide.COMMANDS, **tune.COMMANDS,
-            **gate.COMMANDS, **track.COMMANDS}
+            **gate.COMMANDS, **track.COMMANDS, **serve.COMMANDS}
 
 
 def main(argv: list[str] | None = None) -> int:

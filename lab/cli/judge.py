@@ -14,6 +14,7 @@ from lab.config.schema import JUDGE_METHODS as METHODS
 from lab.errors import LabError
 from lab.judge.agree import AGREEMENT_FILE, judge_agreement, write_agreement
 from lab.paths import cache_root, resolve_run, write_atomic
+from lab.runfiles import load_run
 
 
 def add_parsers(sub: Any, common: Any) -> None:
@@ -28,9 +29,17 @@ def add_parsers(sub: Any, common: Any) -> None:
                     "into the run folder. Human scores: the corrected accuracy, else correct 5, partly 3, wrong 1. "
                     "Label answers picked at random (not the ones that look wrong): the prediction-powered "
                     "interval assumes it.",
-        epilog="example: lab agree turn13 ~/Downloads/labels.json")
+        epilog="example: lab agree turn13 ~/Downloads/labels.json\n"
+               "         lab agree turn13    (the labels the team gave in lab serve, from reports/labels.sqlite)",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     agr.add_argument("run", metavar="RUN", help="an experiment NAME (its latest run) or a run folder")
-    agr.add_argument("labels", type=Path, metavar="LABELS", help="the labels.json downloaded from the run's report")
+    agr.add_argument("labels", type=Path, metavar="LABELS", nargs="?",
+                     help="the labels.json downloaded from the run's report (default: the labels kept by lab serve in "
+                          "the reports folder's labels.sqlite, every annotator's; an answer several people labelled "
+                          "counts as their mean)")
+    agr.add_argument("--annotator", metavar="NAME", help="only this annotator's labels from labels.sqlite")
+    agr.add_argument("--import-as", metavar="NAME", dest="import_as",
+                     help="keep the LABELS file's labels in labels.sqlite as NAME's (then lab serve shows them)")
     options.reports(agr)
 
     chk = sub.add_parser(
@@ -115,7 +124,19 @@ def agreement_lines(a: dict) -> list[str]:
 
 def cmd_agree(args: argparse.Namespace) -> int:
     folder = resolve_run(args.run, args.reports)
-    result = judge_agreement(folder, args.labels.expanduser())
+    if args.labels is not None and args.import_as is None and args.annotator is None:
+        result = judge_agreement(folder, args.labels.expanduser())
+    else:
+        from lab.serve.labels import LabelStore, from_store
+
+        if args.labels is None and args.import_as:
+            raise LabError("--import-as needs a LABELS file to import", hint="lab agree RUN labels.json --import-as NAME")
+        store = LabelStore(args.reports)
+        if args.labels is not None:
+            results, samples = load_run(folder)
+            n = store.import_file(args.labels.expanduser(), results, samples, args.import_as)
+            print(f"imported {n} labels of {args.labels} as {args.import_as}'s into {store.path}")
+        result = from_store(store, folder, args.annotator)
     out = write_agreement(folder, result)
     print("\n".join(agreement_lines(result)))
     print(f"wrote {out}")

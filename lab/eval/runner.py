@@ -23,6 +23,7 @@ from lab.judge.methods import grader
 from lab.judge.repeats import repeat_judgements
 from lab.eval.estimate import describe, estimate, record
 from lab.eval.records import environment, write_run
+from lab.eval.status import running
 from lab.runfiles import RESULTS_SCHEMA, Results, Sample
 from lab.eval.stages import (Timer, ann_stage, answer_stage, judge_sections, judge_stage, ragas_stage,
                              retrieval_sections, retrieve_stage)
@@ -32,7 +33,7 @@ from lab.metrics.funnel import finish, summarise
 from lab.metrics.labels import labelled_ids, load_labels
 from lab.models.llm import LabLLM, build_llm
 from lab.models.tuned import card_summary, read_card, training_questions
-from lab.paths import project_path
+from lab.paths import inside, project_path
 from lab.progress import run_all
 from lab.rag.index import IndexHandle, table_ids
 from lab.rag.llm_reranker import PROMPT_VERSION as LLM_RERANK_PROMPT
@@ -53,7 +54,13 @@ class RunOptions:
 
 def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     """Run ``cfg`` end to end and write its run folder: the stages fill the samples and return
-    their sections of ``results.json``, which this function only assembles."""
+    their sections of ``results.json``, which this function only assembles. While it runs,
+    ``reports/<NAME>/.running-<pid>.json`` says how far it is (:mod:`lab.eval.status`)."""
+    with running(inside(opts.reports_root, cfg.name), cfg.name):
+        return _run_experiment(cfg, opts)
+
+
+def _run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     timer = Timer()
     started = time.time()
     t_start = time.perf_counter()

@@ -121,39 +121,54 @@ def judge_score(sample: dict) -> float | None:
     return acc
 
 
+def check_judged(results: dict, samples: list[dict], run_dir: Path) -> None:
+    """Refuse a run whose answers were never judged: there is nothing to compare labels with."""
+    if not any(s.get("judgement") for s in samples):
+        raise LabError(f"run {run_label(results)} ({run_dir}) has no judge scores to compare labels with",
+                       hint="label a run with answers and a judge (not --retrieval-only)")
+
+
 def judge_agreement(run_dir: Path, labels_path: Path) -> dict:
     """The content of ``agreement.json`` for the labels at ``labels_path`` on the run in
     ``run_dir`` (reads only)."""
     results, samples = load_run(run_dir)
-    if not any(s.get("judgement") for s in samples):
-        raise LabError(f"run {run_label(results)} ({run_dir}) has no judge scores to compare labels with",
-                       hint="label a run with answers and a judge (not --retrieval-only)")
+    check_judged(results, samples, run_dir)
     labels, warnings = load_labels(labels_path, results, [s["id"] for s in samples])
+    return agreement_with(results, samples, {q: [human_score(x["label"], x["accuracy"])] for q, x in labels.items()},
+                          str(labels_path), warnings)
+
+
+def agreement_with(results: dict, samples: list[dict], scores: dict[str, list[int]], source: str,
+                   warnings: list[str] = ()) -> dict:
+    """``agreement.json``'s content for human ``scores`` (question id -> each labeller's human
+    score, :func:`lab.metrics.human.human_score`; several labellers of one answer count as their
+    mean) of the run's answers; ``source`` names where the labels came from."""
     pairs, unlabelled, left_out = [], [], []
     for s in samples:
-        score, label = judge_score(s), labels.get(s["id"])
-        if label is None:
+        score, given = judge_score(s), scores.get(s["id"])
+        if not given:
             if score is not None:
                 unlabelled.append(score)
         elif score is None:
             left_out.append({"id": s["id"], "why": "judgement failed" if s.get("judgement") else "not judged"})
         else:
-            pairs.append(Pair(s["id"], s["category"], human_score(label["label"], label["accuracy"]), score))
+            human = given[0] if len(given) == 1 else sum(given) / len(given)
+            pairs.append(Pair(s["id"], s["category"], human, score))
     judge = (results.get("models") or {}).get("judge") or {}
     return {
         "format": AGREEMENT_FORMAT,
         "run": run_label(results),
         "fingerprint": results["config_fingerprint"],
-        "labels_file": str(labels_path),
+        "labels_file": source,
         "judge": {"model": judge.get("model"), "prompt_version": judge.get("prompt_version")},
         "mapping": {"label_score": LABEL_SCORES, "corrected_accuracy": "replaces the label's score when given",
                     "class": {c: [s for s in range(1, 6) if score_class(s) == c] for c in reversed(CLASSES)}},
         "n_answers": len(samples),
         "n_judged": len(pairs) + len(unlabelled),
-        "n_labelled": len(labels),
+        "n_labelled": sum(bool(v) for v in scores.values()),
         "n_pairs": len(pairs),
         "left_out": left_out,
-        "warnings": warnings,
+        "warnings": list(warnings),
         **agreement(pairs, unlabelled, list(results["metrics"]["by_category"])),
     }
 

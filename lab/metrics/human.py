@@ -65,7 +65,7 @@ class Pair:
 
     id: str
     category: str
-    human: int
+    human: float  # one labeller's score, or several labellers' mean
     judge: float
 
 
@@ -77,16 +77,17 @@ def confusion(human: Sequence[str], judge: Sequence[str]) -> list[list[int]]:
     return table
 
 
-def weighted_kappa(table: Sequence[Sequence[int]]) -> tuple[float | None, str | None]:
+def weighted_kappa(table: Sequence[Sequence[int]],
+                   sides: tuple[str, str] = ("the human labels", "the judge's scores")) -> tuple[float | None, str | None]:
     """Cohen's kappa with linear weights of a square confusion table (see the module): the value,
-    or None and why it is undefined."""
+    or None and why it is undefined (``sides`` name the rows and the columns in it)."""
     k = len(table)
     n = sum(map(sum, table))
     if n == 0:
         return None, "no pairs"
     rows = [sum(r) for r in table]
     cols = [sum(table[i][j] for i in range(k)) for j in range(k)]
-    for side, margin in (("the human labels", rows), ("the judge's scores", cols)):
+    for side, margin in ((sides[0], rows), (sides[1], cols)):
         used = [CLASSES[i] if k == len(CLASSES) else str(i) for i in range(k) if margin[i]]
         if len(used) == 1:
             return None, f"{side} use one class only ({used[0]})"

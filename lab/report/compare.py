@@ -366,6 +366,17 @@ def default_folder(runs: list[Run], reports_root: Path) -> Path:
     return inside(reports_root / "_compare", name)
 
 
+def compare_html(runs: list[Run], report_links: dict[str, str], race: dict | None = None,
+                 served: dict | None = None) -> str:
+    """The comparison page of ``runs``: what ``compare.html`` holds and what ``lab serve`` sends.
+    ``report_links``: each run's label -> its page's address; ``race``: lab race's sequence;
+    ``served``: the served app's links and the command that reproduces the page (None in a file)."""
+    view = compare_view(runs)
+    view["race"] = race  # lab race: the sequence's path, plotted above the comparison
+    view["report_links"] = report_links
+    return environment().get_template("compare.html").render(v=view, pval=pval, served=served)
+
+
 def render_compare(runs: list[Run], folder: Path, force: bool = True, race: dict | None = None) -> Path:
     """Write ``compare.html`` and the per-question exports of every run into ``folder``: never
     into a compared run's folder, and over existing files only with ``force``."""
@@ -374,11 +385,7 @@ def render_compare(runs: list[Run], folder: Path, force: bool = True, race: dict
     for name in ("compare.html", *EXPORT_FILES):
         check_output(folder / name, [r.folder for r in runs], None, force, "--out")
     folder.mkdir(parents=True, exist_ok=True)
-    view = compare_view(runs)
-    view["race"] = race  # lab race: the sequence's path, plotted above the comparison
-    view["report_links"] = {r.label: os.path.relpath(r.folder / "report.html", folder) for r in runs}
-    env = environment()
-    html = env.get_template("compare.html").render(v=view, pval=pval)
+    html = compare_html(runs, {r.label: os.path.relpath(r.folder / "report.html", folder) for r in runs}, race)
     write_exports([(r.results, r.samples) for r in runs], folder)
     out = folder / "compare.html"
     write_atomic(out, html)

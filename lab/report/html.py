@@ -378,15 +378,22 @@ def failure_kinds(s: dict) -> list[str]:
     return out
 
 
+def run_html(results: dict, samples: list[dict], served: dict | None = None) -> str:
+    """The run page of ``results`` and ``samples``: what ``report.html`` holds, and what ``lab
+    serve`` sends (``served``: the served app's links, ``{"home": URL, "label": URL}``; None in a
+    file, which must open from disk)."""
+    view = run_view(results, samples)
+    return environment().get_template("run.html").render(
+        r=results, samples=samples, v=view, level=view["level"], failure_kinds=failure_kinds,
+        page_rows=PAGE_ROWS, checks=judge_checks_view(results), reference_title=reference_title,
+        reference_text=reference_text, scale_rule=scale_rule(), evidence=evidence, served=served,
+    )
+
+
 def render_run(run_dir: Path) -> Path:
     """Write ``run_dir/report.html`` and the per-question exports (atomically); return the page."""
     results, samples = load_run(run_dir)
-    view = run_view(results, samples)
-    html = environment().get_template("run.html").render(
-        r=results, samples=samples, v=view, level=view["level"], failure_kinds=failure_kinds,
-        page_rows=PAGE_ROWS, checks=judge_checks_view(results), reference_title=reference_title,
-        reference_text=reference_text, scale_rule=scale_rule(), evidence=evidence,
-    )
+    html = run_html(results, samples)
     write_exports([(results, samples)], run_dir)
     out = run_dir / "report.html"
     write_atomic(out, html)
