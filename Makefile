@@ -78,7 +78,7 @@ quote = '$(subst ','\'',$(1))'
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help venv lock browser experiment ask compare show test test-fast test-py313 report screenshots docs bench bench-generate bench-scale list serve clean-venv
+.PHONY: help venv lock browser experiment ask compare show test test-fast test-py313 report screenshots docs bench bench-generate bench-scale bench-serve list serve clean-venv
 
 help: ## show the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -190,6 +190,9 @@ bench: $(STAMP) ## index/retrieval/splitter speed as ratios over the raw librari
 
 bench-scale: $(STAMP) ## LanceDB ANN indexes at 10^5 and 10^6 rows: build, disk, RSS, latency, recall@10 [OUT=/tmp/scale/out]
 	$(PY) bench/scale.py --rows 100000 1000000 --out $(or $(OUT),/tmp/scale/out)
+
+bench-serve: $(STAMP) ## lab serve: the runs table over 1,000 runs, a comparison of two 2,000-question runs
+	$(PY) bench/serve.py
 
 bench-generate: $(STAMP) ## eval-set generation: accepted questions per minute, acceptance, lab vs raw llama.cpp [N=10]
 	$(PY) bench/generate.py $(if $(N),--n $(N))

@@ -97,6 +97,30 @@ def judge_screenshots(run_dir: Path, out: Path, b=None) -> list[Path]:
     return shots
 
 
+def serve_screenshots(url: str, pair: list[str], judged: str, out: Path, b=None) -> list[Path]:
+    """The served app's pictures (``lab serve`` running at ``url``): the runs table, the
+    comparison of ``pair`` (run keys ``NAME/RUN-ID``), ``judged``'s annotation queue and its
+    agreement page."""
+    if b is None:
+        with browser() as b:
+            return serve_screenshots(url, pair, judged, out, b)
+    page = b.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(url + "/")
+    for key in pair:
+        page.locator(f"tr.run[data-key='{key}'] input.pick").check()
+    shots = [shoot(page, out / "serve-runs.png", height=900)]
+    with page.expect_navigation():
+        page.locator("#compare-button").click()
+    shots.append(shoot(page, out / "serve-compare.png", height=900))
+    page.goto(f"{url}/runs/{judged}/label?annotator=ana")
+    page.locator(".choices button[data-label='partly']").click()
+    page.fill("#note", "right product, wrong year")
+    shots.append(shoot(page, out / "serve-label.png", height=900))
+    page.goto(f"{url}/runs/{judged}/agreement")
+    shots.append(shoot(page, out / "serve-agreement.png", height=900))
+    return shots
+
+
 def docs_screenshot(site: Path, out: Path, b=None) -> Path:
     """The docs site's home page (``make docs`` builds ``site/``), as the layout page shows it."""
     if b is None:

@@ -59,6 +59,10 @@ def add_parsers(sub: Any, common: Any) -> None:
     rc.add_argument("--metric", dest="metrics", action="append", metavar="METRIC",
                     help="a metric to decide on (default mrr; repeat for several: each at alpha / their number)")
     rc.add_argument("--alpha", type=float, default=ALPHA, help=f"error rate of the whole race (default {ALPHA:g})")
+    rc.add_argument("--by-category", action="store_true", dest="by_category",
+                    help="also a sequence per metric and category (each category's questions in the race's order); "
+                         "the family, metrics x (1 + categories), shares alpha; the overall metrics still decide "
+                         "when to stop, and each category says what its sequence shows at the stop")
     rc.add_argument("--effect", type=float, help="the smallest difference that matters: stop as futile once the "
                                                  "sequence rules out a difference this large")
     rc.add_argument("--max", dest="max_n", type=int, metavar="N", help="at most N questions (default: all)")
@@ -107,7 +111,8 @@ def cmd_race(args: argparse.Namespace) -> int:
                       cache_root=cache_root(args.cache), show_progress=False)
     overrides = run_overrides(args.kb, args.eval, answers=not args.retrieval_only)
     folder = race((args.a, args.b), args.experiments, overrides, opts,
-                  RaceOptions(metrics, args.alpha, args.effect, args.max_n, args.step, args.seed, args.margin),
+                  RaceOptions(metrics, args.alpha, args.effect, args.max_n, args.step, args.seed, args.margin,
+                              args.by_category),
                   say=lambda line: print(line, file=sys.stderr))
     lines, passed = render_race(folder, args.junit)
     print("\n".join(lines))

@@ -12,7 +12,12 @@ question. The race stops at the first question where, for every metric, the sequ
 
 or when the questions (or ``max_n``) run out, where the fixed-n paired test of ``lab compare``
 gives the verdict as today. With several metrics each sequence is at ``alpha / m`` (Bonferroni,
-Holm's first step), so the chance of any false difference stays at most ``alpha``.
+Holm's first step), so the chance of any false difference stays at most ``alpha``. With
+``by_category``, every metric also has a sequence per category (over that category's questions
+in race order), and the family is metrics x (1 + categories), each sequence at ``alpha / family``:
+the stop is still the overall metrics' decision, and at the stop each category says what its own
+sequence shows (a difference with its sign, or undecided; pass, fail or undecided for a gate),
+every claim, overall or per category, valid together at ``alpha``.
 
 The questions are evaluated in batches of ``step`` through the ordinary runner, on the order's
 prefix (every model call is cached, so a batch recomputes nothing of the last), without the
@@ -65,6 +70,7 @@ class RaceOptions:
     step: int = 10
     seed: int = 13
     margin: float | None = None  # --gate: a non-inferiority gate with this margin instead of a comparison
+    by_category: bool = False  # a sequence per metric and category too (the family shares alpha)
 
 
 @dataclass
@@ -76,9 +82,11 @@ class MetricPath:
     deltas: list[float]
     lower: list[float]
     upper: list[float]
+    category: str | None = None  # a category's own sequence (by_category); None: all questions
 
     def as_dict(self) -> dict:
-        return {"metric": self.metric, "ids": self.ids, "deltas": [round(d, 6) for d in self.deltas],
+        return {"metric": self.metric, **({"category": self.category} if self.category is not None else {}),
+                "ids": self.ids, "deltas": [round(d, 6) for d in self.deltas],
                 "mean": [round(float(np.mean(self.deltas[:t])), 6) for t in range(1, len(self.deltas) + 1)],
                 "lower": [round(x, 6) for x in self.lower], "upper": [round(x, 6) for x in self.upper]}
 
@@ -95,21 +103,25 @@ def _values(samples: list[dict], metric: str) -> dict[str, float]:
             if isinstance(v := s["metrics"].get(metric), (int, float)) and not isinstance(v, bool)}
 
 
-def paths(ids: list[str], a: list[dict], b: list[dict], metrics: list[str], alpha: float) -> list[MetricPath]:
-    """Each metric's paired differences ``B - A`` in race order, and their confidence sequence at
-    ``alpha / len(metrics)``."""
+def paths(ids: list[str], a: list[dict], b: list[dict], metrics: list[str], alpha: float,
+          categories: list[str] = ()) -> list[MetricPath]:
+    """Each metric's paired differences ``B - A`` in race order and their confidence sequence,
+    then, for each of ``categories``, each metric's over that category's questions: every
+    sequence at ``alpha / (len(metrics) * (1 + len(categories)))`` (the module's family)."""
+    family = [(m, None) for m in metrics] + [(m, c) for c in categories for m in metrics]
+    category_of = {s["id"]: s.get("category") for s in a}
     out = []
-    for m in metrics:
+    for m, c in family:
         va, vb = _values(a, m), _values(b, m)
-        kept = [q for q in ids if q in va and q in vb]
+        kept = [q for q in ids if q in va and q in vb and (c is None or category_of.get(q) == c)]
         d = [vb[q] - va[q] for q in kept]
         lo, hi = diff_range(m)
         if d:
-            cs = eb_cs(np.asarray(d), alpha / len(metrics), lo, hi)
+            cs = eb_cs(np.asarray(d), alpha / len(family), lo, hi)
             lower, upper = [float(x) for x in cs.lower], [float(x) for x in cs.upper]
         else:
             lower = upper = []
-        out.append(MetricPath(m, kept, d, lower, upper))
+        out.append(MetricPath(m, kept, d, lower, upper, c))
     return out
 
 
@@ -128,7 +140,10 @@ def stop_point(ids: list[str], ps: list[MetricPath], effect: float | None, start
     Futile, with ``effect``: the sequence lies inside ``(-effect, effect)``, or (hopeless) the
     smallest difference the whole set of ``total`` questions could detect at the spread seen so
     far (:func:`lab.stats.power.mde`, 80% power, after :data:`HOPELESS_AFTER` questions) is
-    larger than ``effect``. Stopping for futility claims no difference, so it costs no validity."""
+    larger than ``effect``. Stopping for futility claims no difference, so it costs no validity.
+    Only the overall sequences decide; a category's (``by_category``) shares the family's alpha."""
+    family = len(ps)
+    ps = [p for p in ps if p.category is None]
     for k in range(start + 1, len(ids) + 1):
         asked = set(ids[:k])
         verdicts = {}
@@ -138,7 +153,7 @@ def stop_point(ids: list[str], ps: list[MetricPath], effect: float | None, start
                 gate_decide(p.lower[t - 1], p.upper[t - 1], margin) if margin is not None
                 else decide(p.lower[t - 1], p.upper[t - 1], effect=effect))
             if v == "continue" and margin is None and effect is not None and total and t >= HOPELESS_AFTER:
-                least = mde(total, float(np.std(p.deltas[:t], ddof=1)), alpha / len(ps))
+                least = mde(total, float(np.std(p.deltas[:t], ddof=1)), alpha / family)
                 if least is not None and least > effect:
                     v = "futile"
             verdicts[p.metric] = v
@@ -184,6 +199,8 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
     eval_path = Path(next(iter(evals)))
     eval_set = load_eval_set(eval_path, cfgs[0].data.categories)
     rows = order(eval_set.rows, ropts.seed)
+    categories = [c for c in dict.fromkeys([*(cfgs[0].data.categories or []), *sorted({r.category for r in rows})])
+                  if any(r.category == c for r in rows)] if ropts.by_category else []
     total = len(rows)
     budget = min(total, ropts.max_n or total)
     ids = [r.id for r in rows]
@@ -222,9 +239,9 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
         while stop is None and k < budget:
             k = min(budget, k + ropts.step)
             (_, sa, _), (_, sb, _) = run_both(k, batch_opts)
-            ps = paths(ids[:k], sa, sb, ropts.metrics, ropts.alpha)
+            ps = paths(ids[:k], sa, sb, ropts.metrics, ropts.alpha, categories)
             for p in ps:
-                if not p.deltas:  # after the first batch: a metric no question has in both runs never decides
+                if p.category is None and not p.deltas:  # after the first batch: a metric no question has in both runs never decides
                     raise DataError(f"--metric {p.metric}: no question of the first {k} has a value of it in both "
                                     f"{names[0]} and {names[1]}",
                                     hint="race on a metric both runs compute (a retrieval-only race has no judge "
@@ -234,7 +251,7 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
             spent = time.perf_counter() - t0
             eta = f"{duration(spent)} so far, at most {duration(spent / k * (budget - k))} more"
             for p in ps:
-                if p.lower:
+                if p.lower and p.category is None:
                     say(f"after {k} of {total} questions ({eta}): {p.metric} {names[1]} - {names[0]} "
                         f"{np.mean(p.deltas):+.4f}, {1 - ropts.alpha:.0%} confidence sequence "
                         f"[{p.lower[-1]:+.4f}, {p.upper[-1]:+.4f}]")
@@ -247,10 +264,13 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
             stop, verdicts = k, {}
             reason = "exhausted" if k == total else "budget"
         # the two runs of the questions the race used, as ordinary run folders
-        final_paths = paths(ids[:stop], *[x[1] for x in run_both(stop, batch_opts)], ropts.metrics, ropts.alpha)
+        final_paths = paths(ids[:stop], *[x[1] for x in run_both(stop, batch_opts)], ropts.metrics, ropts.alpha,
+                            categories)
         record = {"race": f"{names[0]}--{names[1]}/{run_id}", "stopped_at": stop, "of": total, "reason": reason,
                   "seed": ropts.seed, "alpha": ropts.alpha, "effect": ropts.effect, "metrics": ropts.metrics,
                   "margin": ropts.margin}
+        if categories:  # only a race by category: others' records keep their keys
+            record["categories"] = categories
         (ra, sa, fa), (rb, sb, fb) = run_both(stop, RunOptions(opts.project_root, opts.reports_root, opts.cache_root,
                                                                  False, opts.allow_overlap), record)
         calls = {n: sum(u["calls"] + u["cached"] for u in (r.get("llm_usage") or {}).values())
@@ -260,7 +280,11 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
             **record, "a": names[0], "b": names[1], "n_total": total, "max_n": ropts.max_n, "step": ropts.step,
             "order_sha256": hashlib.sha256("\n".join(ids).encode()).hexdigest(), "order": ids,
             "eval_set": str(eval_path), "eval_sha256": eval_set.sha256,
-            "verdicts": {p.metric: _verdict(p, verdicts.get(p.metric), ropts.margin) for p in final_paths},
+            "verdicts": {p.metric: _verdict(p, verdicts.get(p.metric), ropts.margin) for p in final_paths
+                         if p.category is None},
+            **({"by_category": {c: {p.metric: _verdict(p, _last(p, ropts.margin), ropts.margin)
+                                    for p in final_paths if p.category == c} for c in categories}}
+               if categories else {}),
             "paths": [p.as_dict() for p in final_paths],
             "runs": {names[0]: str(fa), names[1]: str(fb)},
             "llm_calls": calls, "questions_saved": total - stop,
@@ -274,6 +298,15 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
         shutil.rmtree(work, ignore_errors=True)
         raise
     return folder
+
+
+def _last(p: MetricPath, margin: float | None) -> str | None:
+    """What a category's sequence shows at the stop: pass, fail or continue for a gate; a
+    difference or continue for a comparison (a category never stops the race)."""
+    if not p.lower:
+        return None
+    return (gate_decide(p.lower[-1], p.upper[-1], margin) if margin is not None
+            else decide(p.lower[-1], p.upper[-1]))
 
 
 def _verdict(p: MetricPath, v: str | None, margin: float | None) -> dict:

@@ -36,7 +36,7 @@ def plots(race: dict) -> list[dict]:
     out = []
     for p in race["paths"]:
         n = len(p["lower"])
-        if not n:
+        if not n or p.get("category") is not None:  # a category's sequence is a line of the table, not a plot
             continue
         span = 4.0 if catalog.is_score(p["metric"]) else 1.0
 
@@ -74,6 +74,15 @@ def lines(race: dict) -> list[str]:
                        f"{fmt_delta(m, v['upper'])}] over {v['n']} questions")
         else:
             out.append(f"  {m}: no values")
+    for cat, verdicts in (race.get("by_category") or {}).items():
+        for m, v in verdicts.items():
+            out.append(f"  {m} in {cat}: " + (f"{v['verdict']}, {fmt_delta(m, v['mean'])} [{fmt_delta(m, v['lower'])}, "
+                                              f"{fmt_delta(m, v['upper'])}] over {v['n']} questions" if v.get("n")
+                                              else "no values"))
+    if race.get("by_category"):
+        family = len(race["metrics"]) * (1 + len(race["by_category"]))
+        out.append(f"  every sequence at alpha / {family} (the metrics overall and in each category: "
+                   f"{race['alpha']:g} for all the claims together)")
     saved = race["questions_saved"]
     out.append(f"  {saved} questions not run ({race['llm_calls_saved']:,} LLM calls saved at this race's calls per "
                f"question); {race['wall_s']:.1f} s")

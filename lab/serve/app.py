@@ -255,6 +255,7 @@ class Pages:
         assigned = self.store.assigned(run_key(results))
         html = self.env.get_template("serve_agreement.html").render(
             r=results, base=base, a=a, assigned={k: len(v) for k, v in assigned.items()},
+            command=f"lab agree {shlex.quote(str(folder))}",
             n_answers=sum(1 for s in samples if s.get("answer")))
         return HTMLResponse(html)
 
@@ -335,6 +336,10 @@ def create_app(reports_root: Path, token: str | None = None, local: bool = True)
     """The app over ``reports_root``: ``token`` needed on every request when set; ``local``: bound
     to a loopback address (the Host header must name this machine)."""
     pages = Pages(reports_root)
+    # loaded now, not by the first comparison a user waits for (1.2 s together)
+    import scipy.stats  # noqa: F401
+    import statsmodels.stats.multitest  # noqa: F401
+
     run = "/runs/{name}/{run_id}"
     app = Starlette(routes=[
         Route("/", pages.home),
@@ -351,4 +356,10 @@ def create_app(reports_root: Path, token: str | None = None, local: bool = True)
         Route("/api/assign", pages.api_assign, methods=["POST"]),
     ])
     app.state.pages = pages
+
+    async def unreadable(request: Request, exc: Exception) -> Response:  # a hand-edited run, a bug: said, not a traceback
+        return plain(f"{request.url.path}: this page cannot be made from the run's files ({type(exc).__name__}: {exc}); "
+                     "lab report RUN-FOLDER says more", 500)
+
+    app.add_exception_handler(Exception, unreadable)
     return Guard(app, token, local)

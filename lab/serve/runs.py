@@ -151,8 +151,10 @@ class RunIndex:
                 continue
             alive = pid_alive(doc["pid"]) if doc.get("host") == host else time.time() - doc.get("updated_at", 0) < STALE_S
             if alive:
-                out.append({k: doc.get(k) for k in ("name", "pid", "stage", "done", "total", "elapsed_s", "eta_s",
-                                                    "started_at", "updated_at")})
+                row = {k: doc.get(k) for k in ("name", "pid", "stage", "done", "total", "elapsed_s", "eta_s",
+                                               "started_at", "updated_at")}
+                row["running_s"] = round(max(0.0, time.time() - (doc.get("started_at") or time.time())), 1)
+                out.append(row)
         return sorted(out, key=lambda d: d.get("started_at") or 0)
 
 

@@ -53,7 +53,9 @@ def permutation_p(deltas: Sequence[float], n_perm: int = N_PERM, seed: int = SEE
         sums = np.abs(grid @ d)
         return float(np.mean(sums >= observed - tol))
     rng = np.random.default_rng(seed)
-    signs = rng.choice([-1.0, 1.0], size=(n_perm, d.size))
+    # the very signs rng.choice([-1.0, 1.0], size=...) draws (it takes these integers as its
+    # indices; tested), made ten times faster than choice makes them
+    signs = np.array([-1.0, 1.0])[rng.integers(0, 2, size=(n_perm, d.size))]
     hits = int(np.sum(np.abs(signs @ d) >= observed - tol))
     return (hits + 1) / (n_perm + 1)
 
@@ -138,8 +140,19 @@ def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p-values, in the order given: with the m p-values sorted
     ``p(1) <= ... <= p(m)``, ``adj(i) = max over j <= i of min(1, (m - j + 1) * p(j))``. Rejecting
     where ``adj < alpha`` keeps the chance of any false rejection among the m tests (the
-    family-wise error) at most alpha, whatever the dependence between the tests."""
-    return _multipletests(pvalues, "holm")
+    family-wise error) at most alpha, whatever the dependence between the tests.
+
+    Computed here as that formula (statsmodels' ``multipletests(method="holm")`` gives the same
+    values, tested, but runs a full garbage collection on every call: 75 ms each in a process
+    holding two 2,000-question runs, as ``lab serve`` does)."""
+    p = np.asarray(pvalues, dtype=float)
+    if p.size == 0:
+        return []
+    order = np.argsort(p, kind="stable")
+    steps = p[order] * np.arange(p.size, 0, -1)
+    adjusted = np.empty_like(p)
+    adjusted[order] = np.minimum(1.0, np.maximum.accumulate(steps))
+    return [float(x) for x in adjusted]
 
 
 def benjamini_hochberg(pvalues: Sequence[float]) -> list[float]:

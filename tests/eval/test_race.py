@@ -42,6 +42,52 @@ def test_several_metrics_share_alpha_and_all_must_decide():
     assert stop_point(ids, ps, 0.5, 0)[1] == {"mrr": "difference", "ndcg": "futile"}
 
 
+def test_categories_join_the_family_and_never_stop_the_race():
+    ids = [f"q{i}" for i in range(60)]
+    cat = lambda i: "x" if i % 3 else "y"  # noqa: E731  # 40 questions of x, 20 of y
+    a = [{"id": f"q{i}", "category": cat(i), "metrics": {"mrr": 0.0}} for i in range(60)]
+    b = [{"id": f"q{i}", "category": cat(i), "metrics": {"mrr": 1.0 if cat(i) == "x" else 0.0}} for i in range(60)]
+    ps = paths(ids, a, b, ["mrr"], 0.05, ["x", "y"])
+    assert [(p.metric, p.category, len(p.ids)) for p in ps] == [("mrr", None, 60), ("mrr", "x", 40), ("mrr", "y", 20)]
+    # each of the family of 3 at alpha / 3, over its own questions in race order
+    assert ps[1].lower == pytest.approx(list(eb_cs(np.ones(40), 0.05 / 3, -1, 1).lower))
+    assert ps[0].lower == pytest.approx(list(eb_cs(np.asarray([b[i]["metrics"]["mrr"] for i in range(60)]),
+                                                 0.05 / 3, -1, 1).lower))
+    k, verdicts = stop_point(ids, ps, None, 0)
+    assert verdicts == {"mrr": "difference"}  # y never differs, and does not hold the race
+    assert k == stop_point(ids, ps[:1] + [ps[0]] * 2, None, 0)[0]  # the overall sequence alone decides when
+
+
+def peeked_t_test(d, alpha=0.05, first=5):
+    """Whether a one-sample t-test of ``d[:t]`` is below ``alpha`` for any t from ``first``."""
+    from scipy import stats
+
+    t = np.arange(1, d.size + 1)
+    mean = np.cumsum(d) / t
+    var = (np.cumsum(d * d) - t * mean ** 2) / np.maximum(t - 1, 1)
+    ok = (t >= first) & (var > 1e-12)
+    stat = np.abs(mean[ok]) / np.sqrt(var[ok] / t[ok])
+    return bool(np.any(2 * stats.t.sf(stat, t[ok] - 1) < alpha))
+
+
+def test_a_race_by_category_keeps_the_familywise_error_under_no_difference():
+    """500 null races of 120 questions in 4 categories, each looked at after every question: any
+    claim, overall or in a category, is a false positive. The race's rate stays under alpha; a
+    t-test read the same way (overall and per category, after every question from the fifth)
+    claims something in most of them."""
+    rng = np.random.default_rng(5)
+    ids = [f"q{i}" for i in range(120)]
+    false = naive = 0
+    for _ in range(500):
+        va, vb = rng.choice([0.0, 0.5, 1.0], 120), rng.choice([0.0, 0.5, 1.0], 120)
+        a = [{"id": q, "category": f"c{i % 4}", "metrics": {"mrr": float(v)}} for i, (q, v) in enumerate(zip(ids, va))]
+        b = [{"id": q, "category": f"c{i % 4}", "metrics": {"mrr": float(v)}} for i, (q, v) in enumerate(zip(ids, vb))]
+        ps = paths(ids, a, b, ["mrr"], 0.05, ["c0", "c1", "c2", "c3"])
+        false += any(np.any(np.asarray(p.lower) > 0) or np.any(np.asarray(p.upper) < 0) for p in ps)
+        naive += any(peeked_t_test(np.asarray(p.deltas)) for p in ps)
+    assert false / 500 <= 0.05 < 0.5 < naive / 500
+
+
 def test_a_sequential_gate_fails_as_soon_as_a_drop_beyond_the_margin_is_shown_and_passes_when_ruled_out():
     ids = [f"q{i}" for i in range(80)]
     base = samples([1.0] * 80)
@@ -82,7 +128,7 @@ def raced(tmp_path_factory):
     project = tmp_path_factory.mktemp("race") / "project"
     shutil.copytree(Path(__file__).parents[1] / "fixtures", project)
     first = lab(project, "race", "small-retrieval", "small-bm25", "--max", "3", "--step", "2")
-    second = lab(project, "race", "small-retrieval", "small-bm25", "--step", "2")
+    second = lab(project, "race", "small-retrieval", "small-bm25", "--step", "2", "--by-category")
     return project, first, second
 
 
@@ -104,6 +150,14 @@ def test_a_budget_stops_the_race_and_a_rerun_continues_the_same_order(raced):
     assert sorted(r2["order"]) == [f"f{i}" for i in range(1, 7)]
     path = r2["paths"][0]
     assert path["metric"] == "mrr" and len(path["lower"]) == 6 and path["ids"] == r2["order"]
+    assert "category" not in path and "categories" not in r1 and "by_category" not in r1
+    # --by-category: a sequence per category too (one question each here), the family of 7 sharing alpha
+    cats = ["direct_fact", "numerical", "temporal", "spanning", "comparative", "relationship"]
+    assert sorted(r2["categories"]) == sorted(cats) and sorted(r2["by_category"]) == sorted(cats)
+    per_cat = [p for p in r2["paths"] if "category" in p]
+    assert len(per_cat) == 6 and all(len(p["ids"]) == 1 for p in per_cat)
+    assert r2["by_category"]["temporal"]["mrr"]["verdict"] == "undecided" and r2["by_category"]["temporal"]["mrr"]["n"] == 1
+    assert "every sequence at alpha / 7" in second.stdout and "  mrr in temporal: undecided" in second.stdout
     # the runs of the questions used: ordinary run folders, marked, never a NAME's full run
     results = json.loads((project / r2["runs"]["small-bm25"] / "results.json").read_text())
     assert results["sequential"]["stopped_at"] == 6 and results["sample"]["is_sample"] is True
@@ -138,6 +192,7 @@ def test_the_race_page_plots_the_sequence(raced):
         chart = page.locator("svg.race-chart[data-metric=mrr]")
         assert chart.count() == 1 and chart.locator("polygon").count() == 1 and chart.locator("line.stop").count() == 1
         assert "stopped after 6 of 6 questions" in page.locator("#race-summary").inner_text()
+        assert page.locator("#race-categories tr[data-category]").count() == 6
         assert page.errors == []
 
 

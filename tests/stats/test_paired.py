@@ -96,6 +96,18 @@ def test_holm_by_hand():
     assert holm([0.03]) == [0.03] and holm([]) == []
 
 
+def test_holm_equals_statsmodels_on_random_and_tied_p_values():
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(7)
+    for m in (1, 2, 3, 5, 8, 13, 40):
+        for _ in range(25):
+            p = rng.uniform(0, 1, m) ** 3
+            if m > 2:
+                p[1] = p[0]  # a tie
+            assert holm(p) == pytest.approx(list(multipletests(p, method="holm")[1]), abs=1e-15)
+
+
 def test_benjamini_hochberg_by_hand_and_against_scipy():
     from scipy.stats import false_discovery_control
 
@@ -103,3 +115,11 @@ def test_benjamini_hochberg_by_hand_and_against_scipy():
     ps = np.random.default_rng(3).uniform(0, 0.2, 40)
     assert benjamini_hochberg(ps) == pytest.approx(false_discovery_control(ps, method="bh").tolist())
     assert benjamini_hochberg([]) == []
+
+
+def test_the_permutation_signs_are_those_rng_choice_draws():
+    for seed in (0, 13, 2024):
+        for shape in ((7, 3), (100, 41), (10_000, 25)):
+            choice = np.random.default_rng(seed).choice([-1.0, 1.0], size=shape)
+            fast = np.array([-1.0, 1.0])[np.random.default_rng(seed).integers(0, 2, size=shape)]
+            assert np.array_equal(choice, fast)
