@@ -41,7 +41,10 @@ class RunStatus:
                    eta_s=None if eta is None else round(eta, 1))
 
     def remove(self) -> None:
-        self.path.unlink(missing_ok=True)
+        try:
+            self.path.unlink(missing_ok=True)
+        except OSError:  # a reports "folder" that is a file: the run's own error says so
+            pass
 
 
 @contextmanager
@@ -49,7 +52,11 @@ def running(folder: Path, name: str, n_questions: int | None = None) -> Iterator
     """Keep ``folder``'s status file while the block runs (see the module); a status that cannot
     be written (a read-only reports folder) never stops the run."""
     status = RunStatus(folder, name, n_questions)
-    existed = Path(folder).is_dir()
+    made = []  # the folders the status file makes, removed again if the run leaves them empty
+    for parent in (Path(folder), *Path(folder).parents):
+        if parent.exists():
+            break
+        made.append(parent)
     try:
         status.write()
     except OSError:
@@ -60,8 +67,8 @@ def running(folder: Path, name: str, n_questions: int | None = None) -> Iterator
     finally:
         stop()
         status.remove()
-        if not existed:  # a run that failed before writing leaves no empty folder behind
+        for empty in made:  # a run that failed before writing leaves no empty folder behind
             try:
-                Path(folder).rmdir()
+                empty.rmdir()
             except OSError:
-                pass
+                break

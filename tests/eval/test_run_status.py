@@ -43,6 +43,20 @@ def test_a_failed_run_removes_its_status_but_not_a_folder_that_holds_runs(tmp_pa
     assert not list(folder.glob(".running-*"))
 
 
+def test_a_run_refused_at_start_leaves_no_folder_and_a_file_for_a_folder_keeps_its_own_error(tmp_path):
+    reports = tmp_path / "new-reports"
+    with pytest.raises(ValueError):
+        with running(reports / "turn13", "turn13"):
+            raise ValueError("refused")
+    assert not reports.exists()  # neither the run's folder nor the reports folder it made
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file")
+    with pytest.raises(ValueError, match="the run's own"):
+        with running(blocked / "turn13", "turn13"):
+            raise ValueError("the run's own error")
+    assert blocked.read_text() == "a file"
+
+
 def test_an_unreadable_status_is_no_status(tmp_path):
     (tmp_path / ".running-1.json").write_text("{half")
     assert read_running(tmp_path / ".running-1.json") is None
