@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import secrets
 from typing import Any
 
@@ -35,25 +34,16 @@ def add_parsers(sub: Any, common: Any) -> None:
                           "and printed)")
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from lab.serve.app import create_app
+    from lab.serve.app import create_app, loopback
 
     if not 0 <= args.port <= 65535:
         raise LabError(f"--port {args.port}: not a port", hint=f"a number from 1 to 65535 (default {DEFAULT_PORT})")
     if args.token is not None and len(args.token) < 16:
         raise LabError("--token: too short to guard anything", hint="16 characters or more (or leave it out: one is made)")
-    local = _loopback(args.host)
+    local = loopback(args.host)
     token = args.token or (None if local else secrets.token_urlsafe(24))
     reports = args.reports
     if not reports.is_dir():

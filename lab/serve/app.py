@@ -26,12 +26,13 @@ them are served: any other path, ``../`` or encoded, is 404.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import shlex
 import threading
 from collections import OrderedDict
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -52,7 +53,6 @@ CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline
        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
            "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
-LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 class Guard:
@@ -86,9 +86,8 @@ class Guard:
         return await self.app(scope, receive, send_with_headers)
 
     def refuse(self, request: Request) -> Response | None:
-        host = (request.headers.get("host") or "").rsplit(":", 1)[0] if not (request.headers.get("host") or "").startswith("[") \
-            else (request.headers.get("host") or "").split("]")[0] + "]"
-        if self.local and host not in LOOPBACK:
+        host = host_name(request.headers.get("host") or "")
+        if self.local and not loopback(host):
             return plain(f"host {host!r} is not this machine: open http://127.0.0.1/ (or lab serve --host)", 403)
         if self.token:
             given = (request.headers.get("authorization") or "").removeprefix("Bearer ").strip() \
@@ -98,13 +97,32 @@ class Guard:
                              "or send Authorization: Bearer TOKEN", 401)
         if request.method not in ("GET", "HEAD"):
             origin = request.headers.get("origin")
-            own = f"{request.url.scheme}://{request.headers.get('host')}"
+            # the origin's host and port against the Host asked for (the scheme may differ behind a proxy)
+            other = origin is not None and urlsplit(origin).netloc.lower() != (request.headers.get("host") or "").lower()
             site = request.headers.get("sec-fetch-site")
-            if (origin is not None and origin != own) or (site is not None and site not in ("same-origin", "none")):
+            if other or (site is not None and site not in ("same-origin", "none")):
                 return plain("a request from another site is refused: label from the app's own pages", 403)
             if not (request.headers.get("content-type") or "").startswith("application/json"):
                 return plain("send JSON (Content-Type: application/json)", 415)
         return None
+
+
+def host_name(header: str) -> str:
+    """The name in a Host header, without its port: ``127.0.0.1:8765`` -> ``127.0.0.1``,
+    ``[::1]:8765`` -> ``::1``."""
+    if header.startswith("["):
+        return header[1:].split("]", 1)[0]
+    return header.rsplit(":", 1)[0]
+
+
+def loopback(host: str) -> bool:
+    """Whether ``host`` names this machine: ``localhost`` or a loopback address."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def plain(text: str, status: int) -> Response:

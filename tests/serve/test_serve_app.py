@@ -124,6 +124,14 @@ def test_bound_elsewhere_every_request_needs_the_token(reports):
 def test_on_this_machine_only_a_host_naming_it_is_served(reports):
     client = TestClient(create_app(reports), base_url="http://evil.example:8765")
     assert client.get("/").status_code == 403  # DNS rebinding: another name for 127.0.0.1
+    for ok in ("http://localhost:8765", "http://[::1]:8765", "http://127.0.0.2:8765"):
+        assert TestClient(create_app(reports), base_url=ok).get("/").status_code == 200, ok
+
+
+def test_behind_a_proxy_speaking_https_the_apps_own_pages_may_post(client):
+    body = {"run": "base/20261122-100000", "id": "q01", "annotator": "ana", "label": "wrong"}
+    assert client.post("/api/labels", json=body, headers={"Origin": "https://127.0.0.1:8765"}).status_code == 200
+    assert client.post("/api/labels", json=body, headers={"Origin": "https://127.0.0.1:9999"}).status_code == 403
 
 
 def test_a_cross_origin_post_is_refused(client):
