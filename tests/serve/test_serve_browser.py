@@ -160,8 +160,9 @@ def test_two_annotators_label_at_once_through_a_restart_and_nothing_is_lost(chro
     # the notes come back as text in the queue
     ana.goto(f"{served.url}/runs/{RUN}/label?annotator=ana&q={done['ana'][0]}")
     assert "<img src=x onerror=alert(1)>" in ana.locator("#note").input_value()
-    for seen in (seen_a, seen_b):  # a request the browser sent while the server was down is not an error of the page
-        seen["errors"] = [e for e in seen["errors"] if "ERR_CONNECTION_REFUSED" not in e]
+    for seen in (seen_a, seen_b):  # a request in flight at the kill, or sent while the server was down, is
+        # refused or reset: the kill's doing, not the page's (any other error still fails the test)
+        seen["errors"] = [e for e in seen["errors"] if not re.search(r"net::ERR_CONNECTION_(REFUSED|RESET)", e)]
         assert seen == {"dialogs": [], "errors": [], "elsewhere": []}
 
 
