@@ -39,7 +39,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from lab.serve.app import create_app, loopback
 
-    if not 0 <= args.port <= 65535:
+    if not 1 <= args.port <= 65535:
         raise LabError(f"--port {args.port}: not a port", hint=f"a number from 1 to 65535 (default {DEFAULT_PORT})")
     if args.token is not None and len(args.token) < 16:
         raise LabError("--token: too short to guard anything", hint="16 characters or more (or leave it out: one is made)")

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import json
 import shlex
 import threading
 from collections import OrderedDict
@@ -131,11 +130,6 @@ def plain(text: str, status: int) -> Response:
 
 def not_found() -> Response:
     return plain("not found", 404)
-
-
-def script_json(doc) -> str:
-    """``doc`` as JSON that is safe inside ``<script>``: no ``</script>``, no ``<!--``."""
-    return json.dumps(doc).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 class Pages:
@@ -254,9 +248,8 @@ class Pages:
             by_id = {s["id"]: s for s in answered}
             qid = asked if asked in by_id else queue["next"]
             if qid is not None:
-                mine = {r["question_id"]: r for r in self.store.labels(run) if r["annotator"] == annotator}
                 s = by_id[qid]
-                item = {"sample": s, "label": mine.get(qid),
+                item = {"sample": s, "label": queue["labels"].get(qid),
                         "position": queue["order"].index(qid) + 1 if qid in queue["order"] else None}
         html = self.env.get_template("serve_label.html").render(
             r=results, base=base, run=run, annotator=annotator, queue=queue, item=item, error=error,

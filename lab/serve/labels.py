@@ -199,17 +199,17 @@ class LabelStore:
 
     def queue(self, run: str, ids: list[str], annotator: str) -> dict:
         """What ``annotator`` has to label in ``run`` (whose labellable questions are ``ids``):
-        ``{order, done, todo, next}``: their questions in the queue's order (the assigned ones
-        where the run has assignments, else all), which they labelled, how many remain and the
-        first they have not."""
+        ``{order, done, todo, next, assigned, labels}``: their questions in the queue's order (the
+        assigned ones where the run has assignments, else all), which they labelled, how many
+        remain, the first they have not, and their labels of the run (question id -> label)."""
         annotator = check_annotator(annotator)
         assigned = self.assigned(run)
         mine = assigned.get(annotator) if assigned else None
         order = [q for q in queue_order(run, ids) if mine is None or q in mine]
-        done = {r["question_id"] for r in self.labels(run) if r["annotator"] == annotator}
-        todo = [q for q in order if q not in done]
-        return {"order": order, "done": sorted(done & set(order)), "todo": len(todo),
-                "next": todo[0] if todo else None, "assigned": mine is not None}
+        labels = {r["question_id"]: r for r in self.labels(run) if r["annotator"] == annotator}
+        todo = [q for q in order if q not in labels]
+        return {"order": order, "done": sorted(set(labels) & set(order)), "todo": len(todo),
+                "next": todo[0] if todo else None, "assigned": mine is not None, "labels": labels}
 
     def agreement(self, results: dict, samples: list[dict], run_dir: Path) -> dict:
         """Agreement on ``run``: between each pair of annotators, and of each (and of all) with
