@@ -68,7 +68,8 @@ def add_parsers(sub: Any, common: Any) -> None:
                                    "for the power figures")
     options.reports(aud)
     aud.add_argument("--check", action="store_true", help="ask the LLM whether each reference answer is "
-                                                          "supported by its spans")
+                                                          "supported by its spans and answers its question "
+                                                          "(two verdicts, as lab generate checks)")
     aud.add_argument("--html", type=Path, help="page to write (default: EVAL_SET with .audit.html)")
     options.force(aud, "the --html page")
     aud.add_argument("--config", metavar="NAME", help="loader, embedding model and LLM from experiments/NAME.yaml")
@@ -267,8 +268,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
         llm, prompt = build_llm(resolve_llm(llm_cfg, "check", args.experiments.resolve().parent), _cache(args)), grounding.load()
 
-        def support(question: str, answer: str, evidence: list[str]) -> bool | None:
-            return grounding.supported(llm, prompt, question, answer, evidence)
+        def support(question: str, answer: str, evidence: list[str]) -> grounding.Verdict | None:
+            return grounding.verdict(llm, prompt, question, answer, evidence)
 
     findings = audit_eval_set(eval_set.rows, {d.metadata["source"]: d.text for d in corpus.documents},
                               source=str(args.eval_set), embed=_embedder(embedding, _cache(args)), support=support,

@@ -17,7 +17,7 @@ import re
 import statistics
 import textwrap
 from collections import Counter
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -191,24 +191,31 @@ def _keywords(rows: Sequence[EvalRow], docs: dict[str, str], share: float) -> di
             "n_without_spans": sum(not w["has_spans"] for w in found["without"])}
 
 
-def _support(rows: Sequence[EvalRow], support: Callable[[str, str, list[str]], bool | None] | None) -> dict:
+def _support(rows: Sequence[EvalRow], support: Callable[[str, str, list[str]], Any] | None) -> dict:
     """The reference answer of every row with spans, checked against the spans' contents (a row
-    without spans has no evidence: skipped). A failed check (None) is counted apart, never a yes."""
+    without spans has no evidence: skipped). ``support`` returns a :class:`grounding.Verdict`
+    (both verdicts; a row failing either is listed with its faults) or a bool; a failed check
+    (None) is counted apart, never a yes."""
     if support is None:
         return {"checked": False}
-    unsupported, failed, n = [], [], 0
+    unsupported, failed, n, two = [], [], 0, False
     for row in rows:
         evidence = [r.content for r in row.references or []]
         if not evidence or not row.reference_answer.strip():
             continue
         n += 1
         verdict = support(row.question, row.reference_answer, evidence)
+        two = two or hasattr(verdict, "ok")
         if verdict is None:
             failed.append(_item(row, "the check failed: no verdict"))
-        elif not verdict:
+        elif not getattr(verdict, "ok", verdict):
             answer = textwrap.shorten(row.reference_answer, 80, placeholder="...")
-            unsupported.append(_item(row, f"not supported by its {len(evidence)} span(s): {answer}"))
-    return {"checked": True, "n_checked": n, "n_supported": n - len(unsupported) - len(failed),
+            if isinstance(verdict, bool):  # a bare no names no fault
+                unsupported.append(_item(row, f"not supported by its {len(evidence)} span(s): {answer}"))
+            else:  # a grounding.Verdict names its faults
+                unsupported.append(_item(row, f"{verdict.why} ({len(evidence)} span(s)): {answer}",
+                                         faults=[k for k in ("answers", "entailed") if not getattr(verdict, k)]))
+    return {"checked": True, "two_verdicts": two, "n_checked": n, "n_supported": n - len(unsupported) - len(failed),
             **_listed(unsupported=unsupported, failed=failed), "n_skipped": len(rows) - n}
 
 
@@ -289,7 +296,7 @@ def _problems(f: dict) -> list[str]:
 
 def audit_eval_set(rows: Sequence[EvalRow], documents: dict[str, str], *, source: str,
                    embed: Callable[[list[str]], np.ndarray] | None = None,
-                   support: Callable[[str, str, list[str]], bool | None] | None = None,
+                   support: Callable[[str, str, list[str]], Any] | None = None,
                    run_samples: Sequence[dict] | None = None,
                    near_threshold: float = NEAR_DUPLICATE, common_share: float = 0.5) -> dict:
     """The findings on ``rows`` (from ``load_eval_set``) against ``documents`` ({source path as

@@ -33,7 +33,8 @@ def locate(excerpt: str, text: str) -> tuple[int, int] | None:
     """Where ``excerpt`` is in ``text``: (start, end) offsets of ``text``, or None.
 
     Exact first; then on both texts folded (whitespace, quotes, dashes, emphasis, case); then a
-    close copy (:func:`_close_match`, 90% similar). The span returned is the original text's, so
+    close copy (:func:`_close_match`, 90% similar); then both again with markdown and HTML markup
+    left out (:func:`_plain`: a link's target, tags, list and heading markers). The span returned is the original text's, so
     ``text[start:end]`` is what the reference stores, never the model's wording.
     An excerpt under 12 characters is not located (too short to ground anything).
     """
@@ -52,9 +53,48 @@ def locate(excerpt: str, text: str) -> tuple[int, int] | None:
     if k >= 0:
         return where[k], where[k + len(needle) - 1] + 1
     k = _close_match(needle, folded_text)
-    if k is None:
+    if k is not None:
+        return where[k[0]], where[k[1] - 1] + 1
+    # the document's markup left out of both (a model copies a link's words, not its target)
+    plain_text, where = _plain(text)
+    needle, _ = _plain(excerpt)
+    needle = needle.strip().rstrip(".")
+    if len(needle) < 12:
         return None
-    return where[k[0]], where[k[1] - 1] + 1
+    k = plain_text.find(needle)
+    found = (k, k + len(needle)) if k >= 0 else _close_match(needle, plain_text)
+    if found is None:
+        return None
+    return where[found[0]], where[found[1] - 1] + 1
+
+
+#: Markdown and HTML markup a model leaves out when it copies a sentence: a link's or an image's
+#: target and brackets, HTML tags and comments, heading, quote and list markers at a line's
+#: start, table pipes, backslash escapes and underscores of emphasis.
+_MARKUP = re.compile(
+    r"!?\[(?=[^\]\n]*\]\()"        # the [ (or ![) opening a link or an image
+    r"|\]\([^)\s]*(?:\s+\"[^\"]*\")?\)"  # ](target "title") closing it
+    r"|<!--.*?-->|</?[A-Za-z][^<>\n]*>"   # HTML comments and tags
+    r"|^[ \t]*(?:#{1,6}[ \t]+|>[ \t]?|[-*+][ \t]+|\d{1,3}[.)][ \t]+)"  # a line's heading, quote or list marker
+    r"|\|"                              # table pipes
+    r"|\\(?=[^\w\s])"                   # a backslash escaping punctuation
+    r"|_", re.MULTILINE | re.DOTALL)
+
+
+def _plain(text: str) -> tuple[str, list[int]]:
+    """``text`` folded (:func:`lab.metrics.text.folded_offsets`) with its markup (:data:`_MARKUP`)
+    left out, and each character's offset in ``text``."""
+    keep, where, at = [], [], 0
+    for m in _MARKUP.finditer(text):
+        keep.append(text[at:m.start()])
+        where.extend(range(at, m.start()))
+        keep.append(" " if m.group().startswith("<") else "")  # a tag parts words; other markup is inside them
+        where.extend([m.start()] if keep[-1] else [])
+        at = m.end()
+    keep.append(text[at:])
+    where.extend(range(at, len(text)))
+    folded, inner = _folded("".join(keep))
+    return folded, [where[i] for i in inner]
 
 
 def _close_match(needle: str, hay: str, anchor: int = 24) -> tuple[int, int] | None:
@@ -287,6 +327,48 @@ def sentences(text: str, start: int = 0, end: int | None = None) -> list[tuple[i
             out.append((a, b))
         pos = m.end() if m is not None else end
     return out
+
+
+#: A paraphrased excerpt stands for the region of its window holding at least this share of its
+#: content words (and every figure it states): see :func:`nearest_region`.
+NEAR_RECALL = 0.8
+_FUNCTION_WORDS = frozenset("a an and are as at be by for from in is it its of on or that the this to was were "
+                            "will with".split())
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z0-9]+(?:[.,'-][a-z0-9]+)*", folded_text(text))} - _FUNCTION_WORDS
+
+
+def nearest_region(excerpt: str, text: str, start: int = 0, end: int | None = None,
+                   max_sentences: int = 3) -> tuple[int, int] | None:
+    """The region of ``text[start:end]`` (one to ``max_sentences`` consecutive sentences, as
+    :func:`sentences` cuts them) that an excerpt :func:`locate` could not find stands for: the
+    one holding the largest share of the excerpt's content words, at least :data:`NEAR_RECALL`,
+    and every figure the excerpt states; the shortest among equals. None for an excerpt of under
+    4 content words, or when no region holds enough.
+
+    A small model asked to copy a sentence often writes the sentence with a neighbour's fact in
+    it ("The maximum number of log files to store is 10." for a "Default: 10" line above "The
+    maximum number of log files to store."). The span is the document's own text, so it is exact;
+    whether it holds the answer is the grounding check's verdict, which follows."""
+    want = _content_words(excerpt)
+    if len(want) < 4:
+        return None
+    figures = {w for w in want if any(ch.isdigit() for ch in w)}
+    spans = sentences(text, start, end)
+    words = [_content_words(text[a:b]) for a, b in spans]
+    best: tuple[tuple[float, int], tuple[int, int]] | None = None
+    for i in range(len(spans)):
+        got: set[str] = set()
+        for j in range(i, min(len(spans), i + max_sentences)):
+            got |= words[j]
+            share = len(want & got) / len(want)
+            if share >= NEAR_RECALL and figures <= got:
+                key = (share, -(spans[j][1] - spans[i][0]))
+                if best is None or key > best[0]:
+                    best = (key, (spans[i][0], spans[j][1]))
+    return None if best is None else best[1]
 
 
 def numbered(text: str, spans: Sequence[tuple[int, int]]) -> str:

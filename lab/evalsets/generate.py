@@ -8,8 +8,11 @@ How a question is made (one LLM call, then checks, cheapest first):
    answers and a reference answer (prompts ``generate-qa-v1``, ``generate-qa2-v1``; JSON under
    a grammar).
 2. Every excerpt is located in its document (:func:`lab.evalsets.excerpts.locate`: exact, then
-   tolerant); one that is not found rejects the candidate. Located excerpts become the row's
-   ``references`` spans, so span metrics work on any knowledge base.
+   tolerant). One that is not there, a paraphrase, stands for the region of its window that
+   holds 80% of its content words and every figure it states
+   (:func:`lab.evalsets.excerpts.nearest_region`; counted as ``near_excerpts``); with no such
+   region the candidate is rejected. Located excerpts become the row's ``references`` spans
+   (the document's own text), so span metrics work on any knowledge base.
 3. Filters, each counted with examples: a question or reference answer holding text addressed
    to an evaluator or model (``injection``: an instruction, a verdict, a role marker;
    :func:`lab.metrics.injection.scan`), trivial or over-long items, vague questions ("this
@@ -17,8 +20,10 @@ How a question is made (one LLM call, then checks, cheapest first):
    short to hold an answer (under 6 words, ``short_span``), spans that only introduce what follows
    (a heading, a line ending in a colon: ``heading_span``), answers their category contradicts
    (a ``numerical`` answer with no number, a ``temporal`` one with no date or period:
-   ``category``), questions that quote their own excerpt, near-duplicates of an accepted question (embedding cosine >= 0.92), and answers
-   the excerpts do not support (the yes/no check of :mod:`lab.evalsets.grounding`).
+   ``category``), questions that quote their own excerpt, near-duplicates of an accepted question
+   (embedding cosine >= 0.92), and the two verdicts of :mod:`lab.evalsets.grounding`: an answer
+   with a fact the excerpts do not state (``unsupported``) or that does not give what the
+   question asks (``not_answering``).
 4. Keywords: the figures, dates and names of the answer that the excerpts hold, the question
    does not, and at most 30% of the documents do (:func:`lab.evalsets.excerpts.derive_keywords`).
 
@@ -48,9 +53,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, derive_keywords, folded_text, locate,
-                                   heading_span, names_a_file, numbered, quotes_own_answer, sentences, short_span,
+                                   heading_span, nearest_region, names_a_file, numbered, quotes_own_answer, sentences, short_span,
                                    size_problem, vague)
-from lab.evalsets.grounding import supported
+from lab.evalsets import grounding
 from lab.metrics.injection import suspect_reasons
 from lab.errors import LabError
 from lab.models.llm import LabLLM, LLMCallError
@@ -84,7 +89,7 @@ _DATE = re.compile(r"\b(1[89]|20)\d\d\b")
 _WANTS = {"numerical": _FIGURE, "temporal": _DATE}
 REASONS = ("malformed", "injection", "excerpt_not_found", "size", "vague", "names_file", "short_span", "heading_span",
            "category",
-           "quotes_answer", "near_duplicate", "unsupported", "check_failed")
+           "quotes_answer", "near_duplicate", "unsupported", "not_answering", "check_failed")
 #: A keyword in more than this share of the documents is not one (it would be found anywhere).
 COMMON_SHARE = 0.3
 
@@ -254,12 +259,14 @@ def _check(task: dict, item: dict, docs: dict[str, str]) -> tuple[str | None, st
         return "injection", "; ".join(suspect), []
     excerpts = [item["excerpt"]] if "excerpt" in item else [item["excerpt_a"], item["excerpt_b"]]
     refs = []
-    for k, ((source, _), excerpt) in enumerate(zip(task["parts"], excerpts)):
-        where = item["where"][k] if "where" in item else locate(excerpt, docs[source])
+    for k, ((source, window), excerpt) in enumerate(zip(task["parts"], excerpts)):
+        where, near = item["where"][k] if "where" in item else locate(excerpt, docs[source]), False
+        if where is None and "where" not in item:  # a paraphrase: the window's region it stands for
+            where, near = nearest_region(excerpt, docs[source], *window), True
         if where is None:
             return "excerpt_not_found", f"{source}: {excerpt[:120]!r}", []
         refs.append({"source": source, "content": docs[source][where[0]:where[1]],
-                     "start_index": where[0], "end_index": where[1]})
+                     "start_index": where[0], "end_index": where[1], **({"near": True} if near else {})})
     if (why := size_problem(item["question"], item["answer"])) is not None:
         return "size", why, refs
     if vague(item["question"]):
@@ -289,7 +296,7 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
     t0 = time.perf_counter()
     names = CITE_PROMPTS if opts.cite else PROMPTS
     prompts = {p: load_prompt(p) for p in names}
-    support_prompt = load_prompt("supported-yesno-v1")
+    support_prompt = grounding.load()
     order = sorted(docs)
     texts = [folded_text(docs[s]) for s in order]
 
@@ -305,6 +312,7 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
     rejected: dict[str, list[dict]] = {r: [] for r in REASONS}
     tried: Counter = Counter()
     exhausted: set[str] = set()
+    near: list[str] = []  # accepted questions whose excerpt was a paraphrase (nearest_region)
     with Ticker("generate", opts.n, show_progress, unit="questions") as ticker:
         while sum(tried.values()) < budget:
             open_cats = [c for c in quotas if len(accepted[c]) < quotas[c] and c not in exhausted]
@@ -329,10 +337,12 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
                 if sims and max(sims) >= opts.near_threshold:
                     reason, detail = "near_duplicate", f"cosine {max(sims):.3f} to an accepted question"
             if reason is None:
-                ok = supported(judge, support_prompt, item["question"], item["answer"], [r["content"] for r in refs])
-                if ok is not True:
-                    reason = "unsupported" if ok is False else "check_failed"
-                    detail = "the excerpts do not state the answer" if ok is False else "the check's call failed"
+                v = grounding.verdict(judge, support_prompt, item["question"], item["answer"],
+                                      [r["content"] for r in refs])
+                if v is None:
+                    reason, detail = "check_failed", "the check's call failed"
+                elif not v.ok:
+                    reason, detail = v.reason, v.why
             sources = [s for s, _ in task["parts"]]
             if reason is not None:
                 rejected[reason].append({"category": category, "sources": sources, "detail": detail,
@@ -340,6 +350,8 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
                 ticker.note(_tally(tried, rejected))
                 continue
             vectors.append(vec)
+            if any(r.pop("near", False) for r in refs):
+                near.append(item.get("question"))
             keywords = derive_keywords(item["answer"], [r["content"] for r in refs], item["question"], common=common)
             row = {"question": item["question"].strip(), "reference_answer": item["answer"].strip(),
                    "category": category, "references": refs}
@@ -360,6 +372,7 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
         "candidates": sum(tried.values()), "candidates_by_category": dict(tried),
         "acceptance_rate": round(len(rows) / max(1, sum(tried.values())), 4),
         "rejected": {r: {"n": len(v), "examples": v[:3]} for r, v in rejected.items()},
+        "near_excerpts": {"n": len(near), "examples": near[:3]},
         "near_duplicate_threshold": opts.near_threshold,
         "by_category": {c: len(accepted[c]) for c in quotas},
         "exhausted_categories": sorted(exhausted),

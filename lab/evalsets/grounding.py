@@ -1,37 +1,84 @@
-"""Is a reference answer supported by its evidence? One yes/no LLM verdict per item.
+"""Is a reference answer grounded in its evidence, and does it answer its question? Two yes/no
+LLM verdicts per item, asked apart in one call.
 
-The generator drops candidates whose answer its own excerpts do not support; the audit reports
-rows of any eval set whose reference answer its golden spans do not support. The verdict is
-decoded under a grammar (``{"supported": "yes" | "no"}``), at temperature 0, cached like every
-other call (prompt ``lab/prompts/supported-yesno-v1.txt``).
+The generator drops candidates that fail either; the audit reports rows of any eval set that
+fail either. The verdicts are decoded under a grammar (``{"answers": "yes" | "no", "entailed":
+"yes" | "no"}``), at temperature 0, cached like every other call (prompt
+``lab/prompts/supported-yesno-v2.txt``). ``supported-yesno-v1`` asked both in one verdict
+("is every fact stated, and does the answer answer the question?"); a model answering one
+question about two conditions tends to judge the easier one, so v2 asks each.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Sequence
 
 from lab.models.llm import LabLLM, LLMCallError
 from lab.prompts import Prompt, load_prompt
 
-PROMPT = "supported-yesno-v1"
-SCHEMA = {"type": "object", "properties": {"supported": {"type": "string", "enum": ["yes", "no"]}},
-          "required": ["supported"], "additionalProperties": False}
+PROMPT = "supported-yesno-v2"
+#: Verdict keys in the order the model writes them (the grammar keeps it).
+VERDICTS = ("answers", "entailed")
+SCHEMA = {"type": "object", "properties": {k: {"type": "string", "enum": ["yes", "no"]} for k in VERDICTS},
+          "required": list(VERDICTS), "additionalProperties": False}
+#: The one-verdict check (``supported-yesno-v1``), kept so a version named in an old sidecar can be rerun.
+SCHEMA_V1 = {"type": "object", "properties": {"supported": {"type": "string", "enum": ["yes", "no"]}},
+             "required": ["supported"], "additionalProperties": False}
 #: Evidence beyond this many characters is cut (a span can be a whole document).
 EVIDENCE_CHARS = 2400
 
 
-def load() -> Prompt:
-    return load_prompt(PROMPT, {"evidence", "question", "answer"})
+@dataclass(frozen=True)
+class Verdict:
+    """The two verdicts on one reference answer; ``ok`` when both are yes."""
+
+    answers: bool
+    entailed: bool
+
+    @property
+    def ok(self) -> bool:
+        return self.answers and self.entailed
+
+    @property
+    def reason(self) -> str | None:
+        """The generator's rejection reason: ``unsupported`` (a fact the evidence does not state)
+        first, then ``not_answering`` (the answer does not give what the question asks)."""
+        return None if self.ok else "unsupported" if not self.entailed else "not_answering"
+
+    @property
+    def why(self) -> str:
+        if self.ok:
+            return "supported by its evidence and answering its question"
+        faults = ([] if self.entailed else ["the evidence does not state every fact of the answer"]) + \
+                 ([] if self.answers else ["the answer does not give what the question asks"])
+        return "; ".join(faults)
+
+
+def load(version: str = PROMPT) -> Prompt:
+    return load_prompt(version, {"evidence", "question", "answer"})
+
+
+def verdict(llm: LabLLM, prompt: Prompt, question: str, answer: str, evidence: Sequence[str]) -> Verdict | None:
+    """Both verdicts; None when the call failed or its output did not parse (counted by the
+    caller, never taken as a yes). A ``supported-yesno-v1`` prompt's one verdict stands for both."""
+    text = "\n---\n".join(e.strip() for e in evidence)[:EVIDENCE_CHARS]
+    messages = prompt.messages(evidence=text, question=question.strip(), answer=answer.strip())
+    one = prompt.version == "supported-yesno-v1"
+    try:
+        out = llm.chat(messages, prompt.version, schema=SCHEMA_V1 if one else SCHEMA, temperature=0.0,
+                       max_tokens=12 if one else 24)
+        got = json.loads(out.text)
+        if one:
+            yes = got["supported"] == "yes"
+            return Verdict(yes, yes)
+        return Verdict(got["answers"] == "yes", got["entailed"] == "yes")
+    except (LLMCallError, ValueError, KeyError, TypeError):
+        return None
 
 
 def supported(llm: LabLLM, prompt: Prompt, question: str, answer: str, evidence: Sequence[str]) -> bool | None:
-    """True when the model says the evidence states every fact of the answer; None when the
-    call failed or its output did not parse (counted by the caller, never taken as a yes)."""
-    text = "\n---\n".join(e.strip() for e in evidence)[:EVIDENCE_CHARS]
-    messages = prompt.messages(evidence=text, question=question.strip(), answer=answer.strip())
-    try:
-        out = llm.chat(messages, prompt.version, schema=SCHEMA, temperature=0.0, max_tokens=12)
-        return json.loads(out.text)["supported"] == "yes"
-    except (LLMCallError, ValueError, KeyError, TypeError):
-        return None
+    """True when both verdicts are yes; None when there is no verdict."""
+    v = verdict(llm, prompt, question, answer, evidence)
+    return None if v is None else v.ok

@@ -8,6 +8,7 @@ Both views walk the same :data:`SECTIONS` list, worst first, so a new finding is
 from __future__ import annotations
 
 import posixpath
+from collections import Counter
 
 from lab.report.html import COLOURS, PAGE_ROWS, environment
 
@@ -112,9 +113,13 @@ def audit_lines(findings: dict, *, more: str = "the HTML page") -> list[str]:
         out.append(f"documents no question touches: {shown}{extra}")
     sup = findings["support"]
     if sup.get("checked"):  # the verdict for every row, said even when every row passed
+        faults = Counter(f for r in sup.get("unsupported", []) for f in r.get("faults", []))
+        split = (f" ({faults['entailed']} with a fact the spans do not state, {faults['answers']} not answering "
+                 f"the question)" if faults else "")
+        both = " and answering their question" if faults or sup.get("two_verdicts") else ""
         out.append(f"support check (--check): {sup['n_supported']} of {sup['n_checked']} reference answers supported by "
-                   f"their spans, {sup.get('n_unsupported', 0)} not, {sup.get('n_failed', 0)} without a verdict"
-                   + (f"; {sup['n_skipped']} rows without spans not checked" if sup.get("n_skipped") else ""))
+                   f"their spans{both}, {sup.get('n_unsupported', 0)} not{split}, {sup.get('n_failed', 0)} without a "
+                   f"verdict" + (f"; {sup['n_skipped']} rows without spans not checked" if sup.get("n_skipped") else ""))
     if power:
         cells = ", ".join(f"{c['name']} {_mde(c)} (n={c['n']})" for c in power["categories"])
         out.append(f"smallest MRR difference detectable at {power['power']:.0%} power: overall "

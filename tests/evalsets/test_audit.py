@@ -432,3 +432,24 @@ def test_spans_with_twins_are_counted(tmp_path):
     assert "Golden spans with twins: 1" in lines and f["summary"]["ok"]
     html = render_audit(f)
     assert "(1 with twins in 2 places)" in html and 'data-finding="twins"' in html
+
+
+def test_the_two_verdicts_of_the_support_check_are_listed_and_counted(tmp_path):
+    from lab.evalsets.grounding import Verdict
+
+    rows = write_set(tmp_path, ROWS)
+    by_question = {r.question: r.id for r in rows}
+    verdicts = {"q05": Verdict(True, False), "q08": Verdict(False, True), "q10": Verdict(False, False)}
+
+    def support(question: str, answer: str, evidence: list[str]) -> Verdict | None:
+        return verdicts.get(by_question[question], Verdict(True, True))
+
+    f = audit_eval_set(rows, DOCS, source="eval_sets/set.jsonl", embed=None, support=support)
+    s = f["support"]
+    assert [(i["id"], i["faults"]) for i in s["unsupported"]] == [
+        ("q05", ["entailed"]), ("q08", ["answers"]), ("q10", ["answers", "entailed"])]
+    assert s["unsupported"][1]["detail"].startswith("the answer does not give what the question asks (1 span(s)): ")
+    # q06 passes both: 1 of 4 rows with spans supported; faults counted by verdict (q10 has both)
+    assert ("support check (--check): 1 of 4 reference answers supported by their spans and answering their "
+            "question, 3 not (2 with a fact the spans do not state, 2 not answering the question), 0 without a "
+            "verdict; 6 rows without spans not checked") in audit_lines(f)
