@@ -8,7 +8,8 @@ embedding cache is the lab's own) over ``--kb`` (default: the InsureLLM knowledg
 replays every recorded call, question writer's and checker's, through a raw ``Llama`` with the
 same parameters. Prints accepted, candidates, acceptance, accepted questions per minute, the
 seconds of both and their ratio (goal <= 1.2: the lab's loop, filters and embeddings add little
-to the model's time) and the tokens the model wrote per accepted question. ``--cite``: the
+to the model's time) and the tokens the model wrote per accepted question. ``--out FILE`` also writes the
+sidecar's statistics beside it (``FILE.gen.json``). ``--cite``: the
 excerpt cited by sentence number (``generate-qa-v2``, ``lab generate --cite``) instead of copied
 word for word (``generate-qa-v1``, the default), to compare the two. ``--smoke``: SmolLM2 on the test fixture's knowledge base, 2
 candidates.
@@ -80,12 +81,14 @@ def main() -> int:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out.rows), encoding="utf-8")
+        args.out.with_suffix(".gen.json").write_text(json.dumps(s, indent=1, ensure_ascii=False), encoding="utf-8")
     per_min = 60 * s["n_accepted"] / lab_s
     tokens = sum(u["completion_tokens"] for u in s["usage"].values() if u)
     print(f"{s['n_accepted']} accepted of {s['candidates']} candidates ({100 * s['acceptance_rate']:.0f}%) "
           f"from {len(docs)} documents; model {model}; excerpts {'cited (v2)' if args.cite else 'copied (v1)'}")
     print(f"accepted per minute {per_min:.2f}; lab {lab_s:.1f} s; {tokens} tokens written, "
           f"{tokens / max(1, s['n_accepted']):.0f} per accepted question")
+    print(f"paraphrased excerpts placed in their window (near_excerpts): {s['near_excerpts']['n']} of the accepted")
     if args.no_replay:
         print(f"rejected: {({k: v['n'] for k, v in s['rejected'].items() if v['n']})}")
         return 0

@@ -53,8 +53,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, derive_keywords, folded_text, locate,
-                                   heading_span, nearest_region, names_a_file, numbered, quotes_own_answer, sentences, short_span,
-                                   size_problem, vague)
+                                   heading_span, names_a_file, nearest_region, numbered, quotes_own_answer, sentences,
+                                   short_span, size_problem, vague)
 from lab.evalsets import grounding
 from lab.metrics.injection import suspect_reasons
 from lab.errors import LabError

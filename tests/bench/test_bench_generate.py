@@ -25,4 +25,7 @@ def test_generate_bench_smoke():
     m = re.search(r"^raw replay ([\d.]+) s \((\d+) calls, (\d+) texts differ\); ratio ([\d.]+)$", out.stdout, re.M)
     assert m, out.stdout
     assert int(m.group(2)) >= 2 and float(m.group(4)) == pytest.approx(lab_s / float(m.group(1)), abs=0.01)
+    m = re.search(r"^paraphrased excerpts placed in their window \(near_excerpts\): (\d+) of the accepted$", out.stdout,
+                  re.M)
+    assert m and int(m.group(1)) <= 1, out.stdout  # at most the one accepted
     assert out.stdout.rstrip().endswith("smoke: ok")
