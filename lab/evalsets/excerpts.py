@@ -191,7 +191,9 @@ def quotes_own_answer(question: str, excerpts: Sequence[str], words: int = QUOTE
 
 _VAGUE = re.compile(r"\b(?:this|that|the|these) (?:document|text|excerpt|passage|section|article|file|page)s?\b"
                     r"|\b(?:this|that) (?:contract|agreement|company|product|policy|employee|person|client|team)\b"
-                    r"|\b(?:the|which) (?:contract|agreement)s?\b(?! (?:with|between|for|of|signed with) )", re.I)
+                    r"|\b(?:the|which) (?:contract|agreement)s?\b(?! (?:with|between|for|of|signed with) )"
+                    r"|\b(?:this|that|the) (?:example|sample|snippet|code block)s?\b|\bthe (?:above|following|below)\b",
+                    re.I)
 
 
 def vague(question: str) -> bool:
@@ -278,6 +280,21 @@ def contradicts_category(category: str, answer: str) -> str | None:
         return "a numerical question whose answer holds no number"
     if category == "temporal" and not _WHEN.search(answer):
         return "a temporal question whose answer holds no date, year or period"
+    return None
+
+
+def one_document_answer(category: str, spans: Sequence[str], answer: str) -> str | None:
+    """Why a two-document answer (``spanning``, ``comparative``: two spans, one from each
+    document) cannot be one: it states nothing that only one of the spans holds, for one of them
+    (a content word of the answer, other than a function word, found in that span and not in the
+    other). A spanning question answered from one document is a direct fact with a stray span."""
+    if category not in ("spanning", "comparative") or len(spans) != 2:
+        return None
+    said = _content_words(answer)
+    a, b = (_content_words(x) for x in spans)
+    for k, (own, other) in enumerate(((a, b), (b, a))):
+        if not said & (own - other):
+            return f"a {category} answer that uses nothing only its {'first' if k == 0 else 'second'} span holds"
     return None
 
 

@@ -19,8 +19,8 @@ How a question is made (one LLM call, then checks, cheapest first):
    contract", "the document"), questions that name a file or path (``names_file``), spans too
    short to hold an answer (under 6 words, ``short_span``), spans that only introduce what follows
    (a heading, a line ending in a colon: ``heading_span``), answers their category contradicts
-   (a ``numerical`` answer with no number, a ``temporal`` one with no date or period:
-   ``category``), questions that quote their own excerpt, near-duplicates of an accepted question
+   (a ``numerical`` answer with no number, a ``temporal`` one with no date or period, a
+   ``spanning`` or ``comparative`` one using only one of its two spans: ``category``), questions that quote their own excerpt, near-duplicates of an accepted question
    (embedding cosine >= 0.92), and the two verdicts of :mod:`lab.evalsets.grounding`: an answer
    with a fact the excerpts do not state (``unsupported``) or that does not give what the
    question asks (``not_answering``).
@@ -53,8 +53,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, derive_keywords, folded_text, locate,
-                                   heading_span, names_a_file, nearest_region, numbered, quotes_own_answer, sentences,
-                                   short_span, size_problem, vague)
+                                   heading_span, names_a_file, nearest_region, numbered, one_document_answer,
+                                   quotes_own_answer, sentences, short_span, size_problem, vague)
 from lab.evalsets import grounding
 from lab.metrics.injection import suspect_reasons
 from lab.errors import LabError
@@ -278,6 +278,8 @@ def _check(task: dict, item: dict, docs: dict[str, str]) -> tuple[str | None, st
     if (why := heading_span([r["content"] for r in refs])) is not None:
         return "heading_span", why, refs
     if (why := contradicts_category(task["category"], item["answer"])) is not None:
+        return "category", why, refs
+    if (why := one_document_answer(task["category"], [r["content"] for r in refs], item["answer"])) is not None:
         return "category", why, refs
     if quotes_own_answer(item["question"], [r["content"] for r in refs]):
         return "quotes_answer", "the question repeats 8+ words of its excerpt", refs

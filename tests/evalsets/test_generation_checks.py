@@ -101,3 +101,38 @@ def test_the_numbered_document_is_cut_into_sentences_lines_and_list_items():
 ])
 def test_a_span_that_only_introduces_what_follows(spans, why):
     assert heading_span(spans) == why
+
+
+REGISTRY = ("To resolve packages by name and version, npm talks to a registry website that implements the CommonJS "
+            "Package Registry specification for reading package info.")
+SERVER = ("If there is a `server.js` file in the root of your package, then npm will default the `start` command to "
+          "`node server.js`.")
+
+
+@pytest.mark.parametrize("category, answer, why", [
+    # every word of the answer is in the first span, or in both: the second span is a stray
+    ("spanning", "npm defaults the start command to node server.js for a package with a server.js file.",
+     "a spanning answer that uses nothing only its second span holds"),
+    ("comparative", "npm talks to a registry website to resolve packages by name and version.",
+     "a comparative answer that uses nothing only its first span holds"),
+    # a word only each span holds (server.js; registry)
+    ("spanning", "npm starts server.js by default and reads package info from a registry.", None),
+    # one-document categories are not asked
+    ("direct_fact", "npm defaults the start command to node server.js.", None),
+])
+def test_a_two_document_answer_uses_both_spans(category, answer, why):
+    from lab.evalsets.excerpts import one_document_answer
+
+    assert one_document_answer(category, [SERVER, REGISTRY], answer) == why
+
+
+@pytest.mark.parametrize("question, is_vague", [
+    ("What is the purpose of the tarball URL in the example?", True),
+    ("Which fields does the following snippet set?", True),
+    ("What does the code block above install?", True),
+    ("What does npm pack do with an example folder?", False),  # "an example" names nothing
+])
+def test_a_question_leaning_on_an_example_in_the_document_is_vague(question, is_vague):
+    from lab.evalsets.excerpts import vague
+
+    assert vague(question) is is_vague
