@@ -23,7 +23,8 @@ import numpy as np
 
 from lab.evalsets.evalset import EvalRow, Reference, same_text
 from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, heading_span, locate, names_a_file,
-                                   near_duplicate_pairs, one_document_answer, short_span, size_problem)
+                                   figure_not_in_spans, near_duplicate_pairs, one_document_answer, short_span,
+                                   size_problem)
 from lab.evalsets.twins import find_twins
 from lab.metrics.aggregate import SMALL_CATEGORY
 from lab.metrics.retrieval import folded
@@ -259,7 +260,7 @@ def _power(samples: Sequence[dict] | None, ids: set[str | None]) -> dict | None:
 def _doubt(row: EvalRow) -> str | None:
     """Why the generator would have rejected ``row`` today (:mod:`lab.evalsets.generate`'s rule
     checks): a question naming a file or path, a span under 6 words, an answer its category
-    contradicts (a two-document answer using one span among them)."""
+    contradicts (a two-document answer using one span among them), a figure no span holds."""
     refs = row.references or []
     if (name := names_a_file(row.question, [r.source for r in refs])) is not None:
         return f"the question names a file or path: {name}"
@@ -267,8 +268,10 @@ def _doubt(row: EvalRow) -> str | None:
         return why
     if (why := heading_span([r.content for r in refs if r.content])) is not None:
         return why
+    spans = [r.content for r in refs if r.content]
     return contradicts_category(row.category, row.reference_answer) or \
-        one_document_answer(row.category, [r.content for r in refs if r.content], row.reference_answer)
+        one_document_answer(row.category, spans, row.reference_answer) or \
+        (figure_not_in_spans(spans, row.reference_answer) if spans else None)
 
 
 def _problems(f: dict) -> list[str]:

@@ -192,7 +192,8 @@ def quotes_own_answer(question: str, excerpts: Sequence[str], words: int = QUOTE
 _VAGUE = re.compile(r"\b(?:this|that|the|these) (?:document|text|excerpt|passage|section|article|file|page)s?\b"
                     r"|\b(?:this|that) (?:contract|agreement|company|product|policy|employee|person|client|team)\b"
                     r"|\b(?:the|which) (?:contract|agreement)s?\b(?! (?:with|between|for|of|signed with) )"
-                    r"|\b(?:this|that|the) (?:example|sample|snippet|code block)s?\b|\bthe (?:above|following|below)\b",
+                    r"|\b(?:this|that|the) (?:example|sample|snippet|code block)s?\b|\bthe (?:above|following|below)\b"
+                    r"|\bdocuments? [AB]\b",
                     re.I)
 
 
@@ -280,6 +281,26 @@ def contradicts_category(category: str, answer: str) -> str | None:
         return "a numerical question whose answer holds no number"
     if category == "temporal" and not _WHEN.search(answer):
         return "a temporal question whose answer holds no date, year or period"
+    return None
+
+
+#: A figure: digits standing alone (not inside a name such as "Q3" or "S8").
+_FIGURE_TOKEN = re.compile(r"(?<![A-Za-z_\d.])\d[\d,]*(?:\.\d+)*(?![A-Za-z_])")
+
+
+def _figures(text: str) -> set[str]:
+    return {f.replace(",", "").rstrip(".") for f in _FIGURE_TOKEN.findall(text)}
+
+
+def figure_not_in_spans(spans: Sequence[str], answer: str) -> str | None:
+    """Why the answer cannot be entailed by its spans, without a model: it states a figure (a
+    number, an amount, a version, commas ignored) that no span holds. The local grounding model
+    says yes to such answers ("npm recognizes 10 configuration options." from a span with no
+    number in it)."""
+    held = _figures(" ".join(spans))
+    missing = sorted(_figures(answer) - held)
+    if missing:
+        return f"the answer states {', '.join(missing)}, which its span(s) do not"
     return None
 
 

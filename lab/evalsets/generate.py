@@ -21,9 +21,10 @@ How a question is made (one LLM call, then checks, cheapest first):
    (a heading, a line ending in a colon: ``heading_span``), answers their category contradicts
    (a ``numerical`` answer with no number, a ``temporal`` one with no date or period, a
    ``spanning`` or ``comparative`` one using only one of its two spans: ``category``), questions that quote their own excerpt, near-duplicates of an accepted question
-   (embedding cosine >= 0.92), and the two verdicts of :mod:`lab.evalsets.grounding`: an answer
-   with a fact the excerpts do not state (``unsupported``) or that does not give what the
-   question asks (``not_answering``).
+   (embedding cosine >= 0.92), an answer stating a figure no excerpt holds (``unsupported``,
+   without a model: :func:`lab.evalsets.excerpts.figure_not_in_spans`), and the two verdicts of
+   :mod:`lab.evalsets.grounding`: an answer with a fact the excerpts do not state
+   (``unsupported``) or that does not give what the question asks (``not_answering``).
 4. Keywords: the figures, dates and names of the answer that the excerpts hold, the question
    does not, and at most 30% of the documents do (:func:`lab.evalsets.excerpts.derive_keywords`).
 
@@ -53,8 +54,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, derive_keywords, folded_text, locate,
-                                   heading_span, names_a_file, nearest_region, numbered, one_document_answer,
-                                   quotes_own_answer, sentences, short_span, size_problem, vague)
+                                   figure_not_in_spans, heading_span, names_a_file, nearest_region, numbered,
+                                   one_document_answer, quotes_own_answer, sentences, short_span, size_problem, vague)
 from lab.evalsets import grounding
 from lab.metrics.injection import suspect_reasons
 from lab.errors import LabError
@@ -281,6 +282,8 @@ def _check(task: dict, item: dict, docs: dict[str, str]) -> tuple[str | None, st
         return "category", why, refs
     if (why := one_document_answer(task["category"], [r["content"] for r in refs], item["answer"])) is not None:
         return "category", why, refs
+    if (why := figure_not_in_spans([r["content"] for r in refs], item["answer"])) is not None:
+        return "unsupported", why, refs
     if quotes_own_answer(item["question"], [r["content"] for r in refs]):
         return "quotes_answer", "the question repeats 8+ words of its excerpt", refs
     return None, "", refs

@@ -227,7 +227,7 @@ def test_the_support_check_asks_two_verdicts_and_names_the_one_that_failed():
     docs = {"kilns/ember.md": DOC}
     item = lambda q, a: json.dumps({"excerpt": "The Ember 40 kiln costs 4,900 euros", "question": q,  # noqa: E731
                                     "answer": a})
-    writer = _llm("testset", [item("How much does the Ember 40 kiln cost?", "It costs 5,000 euros."),
+    writer = _llm("testset", [item("How much does the Ember 40 kiln cost?", "It costs 4,900 euros, delivery included."),
                               item("What warranty does the Ember 40 kiln carry?", "It costs 4,900 euros."),
                               item("What is the price of the Ember 40 kiln?", "4,900 euros."),
                               item("What does the Ember 40 kiln cost in euros?", "4,900 euros.")])
@@ -248,7 +248,7 @@ def test_the_support_check_asks_two_verdicts_and_names_the_one_that_failed():
     assert [r["question"] for r in out.rows] == ["What does the Ember 40 kiln cost in euros?"]
     messages, schema, max_tokens = backend.calls[0]
     assert list(schema["properties"]) == ["answers", "entailed"] and max_tokens == 24
-    assert "Answer: It costs 5,000 euros." in messages[-1]["content"]
+    assert "Answer: It costs 4,900 euros, delivery included." in messages[-1]["content"]
     assert messages[-1]["content"].startswith("Evidence:\nThe Ember 40 kiln costs 4,900 euros\n")
 
 

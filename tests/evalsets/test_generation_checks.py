@@ -136,3 +136,25 @@ def test_a_question_leaning_on_an_example_in_the_document_is_vague(question, is_
     from lab.evalsets.excerpts import vague
 
     assert vague(question) is is_vague
+
+
+@pytest.mark.parametrize("spans, answer, why", [
+    (["npm only recognizes its own configuration options."], "npm recognizes 10 configuration options.",
+     "the answer states 10, which its span(s) do not"),
+    (["* Default: 10\n* Type: Number\n\nThe maximum number of log files to store."], "10 log files.", None),
+    (["Her three contracts total $843,260."], "$843260 in all.", None),  # commas ignored
+    (["the latest copy of blerg is 1.3.7"], "Version 1.3.7, released 2019.", "the answer states 2019, which its "
+                                                                             "span(s) do not"),
+    (["No figure here."], "No figure either.", None),
+])
+def test_an_answer_stating_a_figure_no_span_holds(spans, answer, why):
+    from lab.evalsets.excerpts import figure_not_in_spans
+
+    assert figure_not_in_spans(spans, answer) == why
+
+
+def test_a_question_naming_the_prompts_document_a_or_b_is_vague():
+    from lab.evalsets.excerpts import vague
+
+    assert vague("How do the names and versions in document A and document B relate to each other?")
+    assert not vague("Which plan does Document Analyzer include?")
