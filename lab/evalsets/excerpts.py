@@ -34,8 +34,9 @@ def locate(excerpt: str, text: str) -> tuple[int, int] | None:
 
     Exact first; then on both texts folded (whitespace, quotes, dashes, emphasis, case); then a
     close copy (:func:`_close_match`, 90% similar); then both again with markdown and HTML markup
-    left out (:func:`_plain`: a link's target, tags, list and heading markers). The span returned is the original text's, so
-    ``text[start:end]`` is what the reference stores, never the model's wording.
+    left out (:func:`_plain`: a link's target, tags, list and heading markers). The span returned
+    is the original text's, so ``text[start:end]`` is what the reference stores, never the
+    model's wording.
     An excerpt under 12 characters is not located (too short to ground anything).
     """
     excerpt = excerpt.strip().strip('"').strip()
@@ -44,28 +45,16 @@ def locate(excerpt: str, text: str) -> tuple[int, int] | None:
     start = text.find(excerpt)
     if start >= 0:
         return start, start + len(excerpt)
-    folded_text, where = _folded(text)
-    needle, _ = _folded(excerpt)
-    needle = needle.strip().rstrip(".")
-    if len(needle) < 12:
-        return None
-    k = folded_text.find(needle)
-    if k >= 0:
-        return where[k], where[k + len(needle) - 1] + 1
-    k = _close_match(needle, folded_text)
-    if k is not None:
-        return where[k[0]], where[k[1] - 1] + 1
-    # the document's markup left out of both (a model copies a link's words, not its target)
-    plain_text, where = _plain(text)
-    needle, _ = _plain(excerpt)
-    needle = needle.strip().rstrip(".")
-    if len(needle) < 12:
-        return None
-    k = plain_text.find(needle)
-    found = (k, k + len(needle)) if k >= 0 else _close_match(needle, plain_text)
-    if found is None:
-        return None
-    return where[found[0]], where[found[1] - 1] + 1
+    for fold in (_folded, _plain):  # _plain leaves markup out: a model copies a link's words, not its target
+        hay, where = fold(text)
+        needle = fold(excerpt)[0].strip().rstrip(".")
+        if len(needle) < 12:
+            return None
+        k = hay.find(needle)
+        found = (k, k + len(needle)) if k >= 0 else _close_match(needle, hay)
+        if found is not None:
+            return where[found[0]], where[found[1] - 1] + 1
+    return None
 
 
 #: Markdown and HTML markup a model leaves out when it copies a sentence: a link's or an image's
