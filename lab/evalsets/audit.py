@@ -262,13 +262,13 @@ def _doubt(row: EvalRow) -> str | None:
     checks): a question naming a file or path, a span under 6 words, an answer its category
     contradicts (a two-document answer using one span among them), a figure no span holds."""
     refs = row.references or []
+    spans = [r.content for r in refs if r.content]
     if (name := names_a_file(row.question, [r.source for r in refs])) is not None:
         return f"the question names a file or path: {name}"
-    if (why := short_span([r.content for r in refs if r.content], row.reference_answer)) is not None:
+    if (why := short_span(spans, row.reference_answer)) is not None:
         return why
-    if (why := heading_span([r.content for r in refs if r.content])) is not None:
+    if (why := heading_span(spans)) is not None:
         return why
-    spans = [r.content for r in refs if r.content]
     return contradicts_category(row.category, row.reference_answer) or \
         one_document_answer(row.category, spans, row.reference_answer) or \
         (figure_not_in_spans(spans, row.reference_answer) if spans else None)
