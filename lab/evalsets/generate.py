@@ -268,23 +268,24 @@ def _check(task: dict, item: dict, docs: dict[str, str]) -> tuple[str | None, st
             return "excerpt_not_found", f"{source}: {excerpt[:120]!r}", []
         refs.append({"source": source, "content": docs[source][where[0]:where[1]],
                      "start_index": where[0], "end_index": where[1], **({"near": True} if near else {})})
+    spans = [r["content"] for r in refs]
     if (why := size_problem(item["question"], item["answer"])) is not None:
         return "size", why, refs
     if vague(item["question"]):
         return "vague", "the question leans on a document it does not name", refs
     if (name := names_a_file(item["question"], [s for s, _ in task["parts"]])) is not None:
         return "names_file", f"the question names a file or path: {name}", refs
-    if (why := short_span([r["content"] for r in refs], item["answer"])) is not None:
+    if (why := short_span(spans, item["answer"])) is not None:
         return "short_span", why, refs
-    if (why := heading_span([r["content"] for r in refs])) is not None:
+    if (why := heading_span(spans)) is not None:
         return "heading_span", why, refs
     if (why := contradicts_category(task["category"], item["answer"])) is not None:
         return "category", why, refs
-    if (why := one_document_answer(task["category"], [r["content"] for r in refs], item["answer"])) is not None:
+    if (why := one_document_answer(task["category"], spans, item["answer"])) is not None:
         return "category", why, refs
-    if (why := figure_not_in_spans([r["content"] for r in refs], item["answer"])) is not None:
+    if (why := figure_not_in_spans(spans, item["answer"])) is not None:
         return "unsupported", why, refs
-    if quotes_own_answer(item["question"], [r["content"] for r in refs]):
+    if quotes_own_answer(item["question"], spans):
         return "quotes_answer", "the question repeats 8+ words of its excerpt", refs
     return None, "", refs
 
