@@ -1,7 +1,7 @@
 """Eval-set generation speed: accepted questions per minute, the acceptance rate, and the lab
 against raw llama-cpp-python replaying the same calls.
 
-    .venv/bin/python bench/generate.py [--kb DIR] [--n 10] [--smoke] [--cite] [--no-replay] [--out FILE]
+    .venv/bin/python bench/generate.py [--kb DIR] [--n 10] [--smoke] [--excerpt held|copied|cited] [--no-replay] [--out FILE]
 
 Runs :func:`lab.evalsets.generate.generate` with an empty LLM cache (every call computed; the
 embedding cache is the lab's own) over ``--kb`` (default: the InsureLLM knowledge base), then
@@ -9,9 +9,11 @@ replays every recorded call, question writer's and checker's, through a raw ``Ll
 same parameters. Prints accepted, candidates, acceptance, accepted questions per minute, the
 seconds of both and their ratio (goal <= 1.2: the lab's loop, filters and embeddings add little
 to the model's time) and the tokens the model wrote per accepted question. ``--out FILE`` also writes the
-sidecar's statistics beside it (``FILE.gen.json``). ``--cite``: the
-excerpt cited by sentence number (``generate-qa-v2``, ``lab generate --cite``) instead of copied
-word for word (``generate-qa-v1``, the default), to compare the two. ``--smoke``: SmolLM2 on the test fixture's knowledge base, 2
+sidecar's statistics beside it (``FILE.gen.json``). ``--excerpt``: how the model gives
+its excerpt (``lab generate --excerpt``): ``held`` (the default: copied under a grammar that
+allows only the window's sentences), ``copied`` (written freely, then located) or ``cited`` (by
+sentence number, ``generate-qa-v2``), to compare them. The raw replay evaluates every prompt
+whole; the lab evaluates each prompt's fixed head once per task (``LabLLM.chat``'s ``head``). ``--smoke``: SmolLM2 on the test fixture's knowledge base, 2
 candidates.
 """
 
@@ -51,8 +53,8 @@ def main() -> int:
     ap.add_argument("--kb", type=Path, default=None)
     ap.add_argument("--n", type=int, default=None, help="questions wanted (default 10)")
     ap.add_argument("--smoke", action="store_true", help="SmolLM2, the fixture's kb, 2 candidates")
-    ap.add_argument("--cite", action="store_true",
-                    help="the excerpt cited by sentence number (generate-qa-v2), not copied word for word (v1)")
+    ap.add_argument("--excerpt", choices=("held", "copied", "cited"), default="held",
+                    help="how the model gives its excerpt (default held: under a grammar of the window's sentences)")
     ap.add_argument("--no-replay", action="store_true", help="skip the raw llama.cpp replay (accepted per minute only)")
     ap.add_argument("--out", type=Path, help="also write the accepted rows here (JSONL), to read them")
     args = ap.parse_args()
@@ -75,7 +77,7 @@ def main() -> int:
         writer, checker = (LabLLM(p, cache, b) for p, b in zip(plans, backends))
         t0 = time.perf_counter()
         out = generate(docs, writer, checker, lambda t: embedder.encode(list(t), ""),
-                       Options(n=n, max_candidates=2 if args.smoke else None, cite=args.cite))
+                       Options(n=n, max_candidates=2 if args.smoke else None, excerpt=args.excerpt))
         lab_s = time.perf_counter() - t0
     s = out.stats
     if args.out:
@@ -85,7 +87,7 @@ def main() -> int:
     per_min = 60 * s["n_accepted"] / lab_s
     tokens = sum(u["completion_tokens"] for u in s["usage"].values() if u)
     print(f"{s['n_accepted']} accepted of {s['candidates']} candidates ({100 * s['acceptance_rate']:.0f}%) "
-          f"from {len(docs)} documents; model {model}; excerpts {'cited (v2)' if args.cite else 'copied (v1)'}")
+          f"from {len(docs)} documents; model {model}; excerpts {args.excerpt}")
     print(f"accepted per minute {per_min:.2f}; lab {lab_s:.1f} s; {tokens} tokens written, "
           f"{tokens / max(1, s['n_accepted']):.0f} per accepted question")
     print(f"paraphrased excerpts placed in their window (near_excerpts): {s['near_excerpts']['n']} of the accepted")

@@ -55,8 +55,8 @@ class Recording(LlamaCppBackend):
         super().__init__(plan)
         self.calls: list[tuple] = []
 
-    def chat(self, messages, schema, temperature, seed, max_tokens=None):
-        out = super().chat(messages, schema, temperature, seed, max_tokens)
+    def chat(self, messages, schema, temperature, seed, max_tokens=None, head=None):
+        out = super().chat(messages, schema, temperature, seed, max_tokens, head=head)
         self.calls.append((messages, schema, temperature, seed, max_tokens or self.plan.cfg.max_tokens, out))
         return out
 

@@ -48,8 +48,11 @@ def add_parsers(sub: Any, common: Any) -> None:
     gen.add_argument("--llm", metavar="MODEL", help="local GGUF model name or path (default: "
                                                     "qwen2.5-coder-1.5b-instruct)")
     options.force(gen, "OUT")
-    gen.add_argument("--cite", action="store_true", help="the model cites the excerpt by sentence number "
-                                                         "(generate-qa-v2) instead of copying it (v1)")
+    gen.add_argument("--excerpt", choices=("held", "copied", "cited"), default=None,
+                     help="how the model gives the excerpt its question stands on: held (the default: copied under "
+                          "a grammar that allows only the window's sentences, so every excerpt is found), copied "
+                          "(written freely, then located), cited (by sentence number, generate-qa-v2)")
+    gen.add_argument("--cite", action="store_true", help="the same as --excerpt cited")
     gen.add_argument("--dry-run", action="store_true", help="print the LLM calls and time it would take on this "
                                                             "machine, and stop: nothing is generated or written")
     _shared(gen, common)
@@ -216,7 +219,8 @@ def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str,
     checker = build_llm(resolve_llm(llm_cfg, "check", project), _cache(args))
     corpus = _corpus(args.kb, loader)
     out.parent.mkdir(parents=True, exist_ok=True)
-    opts = Options(n=args.n, seed=args.seed, max_candidates=args.max_candidates, cite=args.cite,
+    opts = Options(n=args.n, seed=args.seed, max_candidates=args.max_candidates,
+                   excerpt=args.excerpt or ("cited" if args.cite else "held"),
                    **({"mix": mix} if mix else {}))
     outcome = generate({d.metadata["source"]: d.text for d in corpus.documents}, writer, checker,
                        _embedder(embedding, _cache(args)), opts, show_progress=not args.no_progress and sys.stderr.isatty())

@@ -212,8 +212,10 @@ def size_problem(question: str, answer: str) -> str | None:
 
 #: A span shorter than this (in words) cannot hold a question's answer with its context.
 MIN_SPAN_WORDS = 6
-_FILE = re.compile(r"\b[\w\-]+\.(?:md|markdown|txt|pdf|docx?|html?|json|jsonl|csv|tsv|ya?ml|rst|xlsx?|pptx?)\b"
-                   r"|(?:\b[\w\-]+/){1,}[\w\-]+\.\w{1,5}\b", re.I)
+#: A document's file name (what a knowledge base is made of), alone or at the end of a path. Data
+#: and configuration files (``package.json``, ``config.yaml``, ``.npmrc``) are left alone: in
+#: software documentation they are what users ask about.
+_FILE = re.compile(r"(?:\b[\w\-]+/)*\b[\w\-]+\.(?:md|markdown|txt|pdf|docx?|html?|rst|xlsx?|pptx?|odt)\b", re.I)
 _NUMBER = re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
                      r"fifty|hundred|thousand|million|billion|half|double|twice|dozen)\b", re.I)
 _WHEN = re.compile(rf"\b(?:1[89]|20)\d\d\b|\b(?:{_MONTHS})\b|\b\d+\s*(?:days?|weeks?|months?|years?|hours?|"
@@ -221,8 +223,10 @@ _WHEN = re.compile(rf"\b(?:1[89]|20)\d\d\b|\b(?:{_MONTHS})\b|\b\d+\s*(?:days?|we
 
 
 def names_a_file(question: str, sources: Sequence[str] = ()) -> str | None:
-    """A file name or path in the question (``products/carllm.md``, ``report.pdf``, or the
-    name of one of ``sources``): the user asks about the content, never about the file it sits in."""
+    """A document's file name or path in the question (``products/carllm.md``, ``report.pdf``,
+    or the name of one of ``sources`` without its extension): the user asks about the content,
+    never about the file it sits in. ``package.json`` is not one: a data or configuration file
+    is a subject of its own."""
     m = _FILE.search(question)
     if m:
         return m.group(0)

@@ -64,7 +64,7 @@ from lab.prompts import Prompt, load_prompt
 from lab.progress import Ticker
 
 PROMPTS = ("generate-qa-v1", "generate-qa2-v1")
-#: The prompts that cite the excerpt by sentence number instead of copying it (Options.cite, --cite).
+#: The prompts that cite the excerpt by sentence number instead of copying it (``excerpt: cited``).
 CITE_PROMPTS = ("generate-qa-v2", "generate-qa2-v2")
 TASKS = {
     "direct_fact": "write a question about one specific fact stated in the document (a name, place, product "
@@ -115,6 +115,44 @@ def _cited(numbers: Sequence[int], spans: Sequence[tuple[int, int]]) -> tuple[in
     return spans[numbers[0] - 1][0], spans[last - 1][1]
 
 
+#: How the model gives the excerpt (``Options.excerpt``, ``lab generate --excerpt``).
+EXCERPT_MODES = ("held", "copied", "cited")
+#: The longest excerpt the grammar offers (a pair of sentences longer than this is left out).
+MAX_EXCERPT_CHARS = 500
+
+
+def choices(text: str, window: tuple[int, int], pairs: bool = True) -> dict[str, tuple[int, int]]:
+    """The excerpts the grammar lets the model write for ``window`` of ``text`` (mode ``held``),
+    each with its offsets: every sentence (:func:`lab.evalsets.excerpts.sentences`) and, with
+    ``pairs``, every two consecutive ones, whitespace folded to one space, in document order.
+    Double quotes are offered as single ones and a piece holding a backslash or a control
+    character is left out: llama-cpp-python's JSON-schema grammar writes a JSON escape inside an
+    enum value into GBNF unescaped (0.3.36), which fails to parse. The row keeps the document's
+    own text (the offsets), never the form the model wrote. Also left out: a sentence with no
+    word (a table rule, a lone symbol) or a heading, alone or in a pair; a piece that only
+    introduces what follows (a line ending in a colon: what ``heading_span`` rejects); and one
+    over :data:`MAX_EXCERPT_CHARS`. A piece whose text is repeated keeps its first place."""
+    spans = sentences(text, *window)
+    ok = [bool(re.search(r"[^\W\d_]{2}", text[a:b])) and not text[a:b].startswith("#") for a, b in spans]
+    runs = [sp for sp, good in zip(spans, ok) if good]
+    if pairs:
+        runs += [(spans[i][0], spans[i + 1][1]) for i in range(len(spans) - 1) if ok[i] and ok[i + 1]]
+    out: dict[str, tuple[int, int]] = {}
+    for a, b in sorted(runs):
+        shown = " ".join(text[a:b].split()).replace('"', "'")
+        if (len(shown) <= MAX_EXCERPT_CHARS and heading_span([shown]) is None
+                and not re.search(r"[\\\x00-\x1f\x7f]", shown)):
+            out.setdefault(shown, (a, b))
+    return out
+
+
+def _held_schema(options: Sequence[Sequence[str]]) -> dict:
+    fields = ["excerpt_a", "excerpt_b"] if len(options) == 2 else ["excerpt"]
+    props = {f: {"type": "string", "enum": list(o)} for f, o in zip(fields, options)}
+    props |= {"question": {"type": "string", "maxLength": 300}, "answer": {"type": "string", "maxLength": 400}}
+    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
+
+
 def _schema(two: bool) -> dict:
     fields = ["excerpt_a", "excerpt_b"] if two else ["excerpt"]
     props = {f: {"type": "string", "maxLength": 400} for f in fields}
@@ -143,9 +181,16 @@ class Options:
     window_chars: int = WINDOW_CHARS
     max_candidates: int | None = None  # default 3 n
     near_threshold: float = NEAR_DUPLICATE
-    #: cite the excerpt by sentence number (generate-qa-v2) instead of copying it (v1, the default:
-    #: measured faster per accepted question, docs/own-documents.md)
-    cite: bool = False
+    #: how the model gives its excerpt (:data:`EXCERPT_MODES`): ``held`` (the default), copied
+    #: under a grammar that allows only the window's sentences, one or two in a row, never a
+    #: heading, so every excerpt is found, exactly; ``copied``, written freely and then located
+    #: (``generate-qa-v1``'s first form); ``cited`` by sentence number (``generate-qa-v2``).
+    #: Measured in docs/own-documents.md.
+    excerpt: str = "held"
+
+    def __post_init__(self) -> None:
+        if self.excerpt not in EXCERPT_MODES:
+            raise ValueError(f"excerpt mode {self.excerpt!r} is not one of {', '.join(EXCERPT_MODES)}")
 
     def quotas(self) -> dict[str, int]:
         """``n`` split by ``mix`` (largest remainder)."""
@@ -212,11 +257,14 @@ class Outcome:
 
 
 def _ask(llm: LabLLM, prompts: dict[str, Prompt], task: dict, docs: dict[str, str], seed: int,
-         cite: bool = True) -> dict:
-    """The model's item for ``task``: ``question``, ``answer`` and the excerpt(s) as text; with
-    ``cite``, also ``where``: each excerpt's offsets in its document, exact by construction."""
+         mode: str = "held") -> dict:
+    """The model's item for ``task``: ``question``, ``answer`` and the excerpt(s) as text; in
+    modes ``held`` and ``cited``, also ``where``: each excerpt's offsets in its document, exact
+    by construction. Every prompt's steps and task come before its documents: that head is
+    evaluated once per task and model (``LabLLM.chat``'s ``head``)."""
     parts = task["parts"]
-    if cite:
+    first = "source" if len(parts) == 1 else "source_a"
+    if mode == "cited":
         spans = [sentences(docs[s], a, b) for s, (a, b) in parts]
         if any(not sp for sp in spans):
             raise ValueError("a window without a sentence")
@@ -229,7 +277,7 @@ def _ask(llm: LabLLM, prompts: dict[str, Prompt], task: dict, docs: dict[str, st
             messages = prompt.messages(task=TASKS[task["category"]], source_a=parts[0][0], text_a=texts[0],
                                        source_b=parts[1][0], text_b=texts[1])
         out = llm.chat(messages, prompt.version, schema=_cite_schema([len(sp) for sp in spans]), temperature=0.0,
-                       seed=seed, max_tokens=240)
+                       seed=seed, max_tokens=240, head=prompt.head(first, task=TASKS[task["category"]]))
         item = json.loads(out.text)
         cited = [item.pop("sentences")] if len(parts) == 1 else [[item.pop("sentence_a")], [item.pop("sentence_b")]]
         where = [_cited(c, sp) for c, sp in zip(cited, spans)]
@@ -248,9 +296,20 @@ def _ask(llm: LabLLM, prompts: dict[str, Prompt], task: dict, docs: dict[str, st
         prompt = prompts["generate-qa2-v1"]
         messages = prompt.messages(task=TASKS[task["category"]], source_a=sa, text_a=text[sa].strip(),
                                    source_b=sb, text_b=text[sb].strip())
-    out = llm.chat(messages, prompt.version, schema=_schema(len(parts) == 2), temperature=0.0, seed=seed,
-                   max_tokens=400)
-    return json.loads(out.text)
+    head = prompt.head(first, task=TASKS[task["category"]])
+    if mode == "copied":
+        out = llm.chat(messages, prompt.version, schema=_schema(len(parts) == 2), temperature=0.0, seed=seed,
+                       max_tokens=400, head=head)
+        return json.loads(out.text)
+    options = [choices(docs[s], w, pairs=len(parts) == 1) for s, w in parts]
+    if not all(options):
+        raise ValueError("a window without a sentence to copy")
+    out = llm.chat(messages, prompt.version, schema=_held_schema(options), temperature=0.0, seed=seed,
+                   max_tokens=400, head=head)
+    item = json.loads(out.text)
+    keys = ["excerpt"] if len(parts) == 1 else ["excerpt_a", "excerpt_b"]
+    item["where"] = [o[item[k]] for k, o in zip(keys, options)]  # KeyError: not one of them (malformed)
+    return item
 
 
 def _check(task: dict, item: dict, docs: dict[str, str]) -> tuple[str | None, str, list[dict]]:
@@ -300,7 +359,7 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
              opts: Options, show_progress: bool = False, price: tuple[float, float] | None = None) -> Outcome:
     """The eval set's rows and the sidecar's statistics (see the module docstring)."""
     t0 = time.perf_counter()
-    names = CITE_PROMPTS if opts.cite else PROMPTS
+    names = CITE_PROMPTS if opts.excerpt == "cited" else PROMPTS
     prompts = {p: load_prompt(p) for p in names}
     support_prompt = grounding.load()
     order = sorted(docs)
@@ -333,7 +392,7 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
                 continue
             tried[category] += 1
             try:
-                item = _ask(llm, prompts, task, docs, opts.seed, opts.cite)
+                item = _ask(llm, prompts, task, docs, opts.seed, opts.excerpt)
                 reason, detail, refs = _check(task, item, docs)
             except (LLMCallError, ValueError, KeyError, TypeError) as exc:
                 item, reason, detail, refs = {}, "malformed", f"{type(exc).__name__}: {str(exc)[:160]}", []

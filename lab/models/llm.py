@@ -177,7 +177,7 @@ class LabLLM:
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
     def _call(self, messages: list[dict], schema: dict | None, temperature: float, seed: int,
-              max_tokens: int | None) -> Completion:
+              max_tokens: int | None, head: int | None = None) -> Completion:
         """The backend's call. Remote backends retry ``max_retries`` times with exponential
         backoff (0.5 s, doubling, at most 8 s) on 429, 5xx, timeouts, lost connections, replies
         that are not valid JSON and empty answers; other errors (400, 401, 404) fail at once."""
@@ -186,7 +186,8 @@ class LabLLM:
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                out = self.backend.chat(messages, schema, temperature, seed, max_tokens)
+                out = (self.backend.chat(messages, schema, temperature, seed, max_tokens, head=head) if head
+                       else self.backend.chat(messages, schema, temperature, seed, max_tokens))
             except Exception as exc:
                 if last or not _retryable(exc):
                     raise
@@ -201,9 +202,12 @@ class LabLLM:
         raise AssertionError("unreachable")
 
     def chat(self, messages: list[dict], prompt_version: str, schema: dict | None = None,
-             temperature: float | None = None, seed: int | None = None, max_tokens: int | None = None
-             ) -> Completion:
-        """One chat call; ``temperature``, ``seed`` and ``max_tokens`` default to the config's."""
+             temperature: float | None = None, seed: int | None = None, max_tokens: int | None = None,
+             head: int | None = None) -> Completion:
+        """One chat call; ``temperature``, ``seed`` and ``max_tokens`` default to the config's.
+        ``head``: the last message's first ``head`` characters are shared by many calls (a
+        prompt's fixed steps); a local model evaluates them once (``LlamaCppBackend.chat``). It is
+        not part of the cache key: it changes the work, not the reply."""
         cfg = self.plan.cfg
         temperature = cfg.temperature if temperature is None else temperature
         seed = cfg.seed if seed is None else seed
@@ -217,7 +221,7 @@ class LabLLM:
         if self._unreachable is not None and not self._reached:
             raise self._unreachable
         try:
-            out = self._call(messages, schema, temperature, seed, max_tokens)
+            out = self._call(messages, schema, temperature, seed, max_tokens, head)
         except Exception as exc:  # recorded by the caller as a failed answer or judgement
             with self._lock:
                 self.usage.failed += 1

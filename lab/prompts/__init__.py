@@ -43,6 +43,13 @@ class Prompt:
         ]
 
 
+    def head(self, field: str, **values: str) -> int:
+        """How many characters of the user message come before placeholder ``field``, filled
+        with ``values`` (those of the placeholders before it): a head that every call with
+        those values shares."""
+        return len(self.user[: self.user.index("{" + field + "}")].format(**values))
+
+
 def available() -> list[str]:
     return sorted(p.stem for p in PROMPTS_DIR.glob("*.txt"))
 

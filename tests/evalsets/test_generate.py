@@ -183,7 +183,7 @@ class Scripted:
     def __init__(self, outs):
         self.outs, self.n = outs, 0
 
-    def chat(self, messages, schema, temperature, seed, max_tokens=None):
+    def chat(self, messages, schema, temperature, seed, max_tokens=None, head=None):
         text = self.outs[min(self.n, len(self.outs) - 1)]
         self.n += 1
         return Completion(text, 100, 20, 0.1, "stop")
@@ -211,7 +211,7 @@ def test_generate_counts_every_rejection_and_writes_spans():
     def embed(texts):
         return np.array([vectors.get(t, [0.6, 0.8]) for t in texts])
 
-    out = generate(docs, writer, checker, embed, Options(n=2, mix={"direct_fact": 1.0}, max_candidates=10, cite=False))
+    out = generate(docs, writer, checker, embed, Options(n=2, mix={"direct_fact": 1.0}, max_candidates=10, excerpt="copied"))
     s = out.stats
     # 1: the checker says no; 2: its excerpt is not in the document; 3: "Who?"; 4: not JSON;
     # 5 and 6: checked, supported, accepted, and n = 2 is reached
@@ -238,7 +238,7 @@ def test_the_support_check_asks_two_verdicts_and_names_the_one_that_failed():
             "What warranty does the Ember 40 kiln carry?": [0.0, 1.0, 0.0, 0.0],
             "What is the price of the Ember 40 kiln?": [0.0, 0.0, 1.0, 0.0]}
     out = generate(docs, writer, checker, lambda t: np.array([vecs.get(x, [0.0, 0.0, 0.0, 1.0]) for x in t]),
-                   Options(n=1, mix={"direct_fact": 1.0}, max_candidates=4, cite=False))
+                   Options(n=1, mix={"direct_fact": 1.0}, max_candidates=4, excerpt="copied"))
     rejected = out.stats["rejected"]
     # 1: a figure the excerpt does not state; 2: a true fact that does not answer; 3: no verdict
     assert [(r, rejected[r]["n"]) for r in ("unsupported", "not_answering", "check_failed")] == \
@@ -259,7 +259,7 @@ def test_a_paraphrased_excerpt_is_accepted_with_the_documents_words_and_counted(
                                           "answer": "10 log files."})])
     checker = _llm("check", ['{"answers": "yes", "entailed": "yes"}'])
     out = generate(docs, writer, checker, lambda t: np.array([[1.0, 0.0]] * len(t)),
-                   Options(n=1, mix={"direct_fact": 1.0}, max_candidates=1, cite=False))
+                   Options(n=1, mix={"direct_fact": 1.0}, max_candidates=1, excerpt="copied"))
     start = CONFIG.index("* Default: 10")
     end = CONFIG.index("to store.") + len("to store.")
     assert out.rows[0]["references"] == [{"source": "using-npm/config.md", "content": CONFIG[start:end],
@@ -282,8 +282,11 @@ class Recording(Scripted):
         super().__init__(outs)
         self.calls = []
 
-    def chat(self, messages, schema, temperature, seed, max_tokens=None):
+        self.heads = []
+
+    def chat(self, messages, schema, temperature, seed, max_tokens=None, head=None):
         self.calls.append((messages, schema, max_tokens))
+        self.heads.append(head)
         return super().chat(messages, schema, temperature, seed, max_tokens)
 
 
@@ -297,7 +300,7 @@ def test_the_excerpt_is_cited_by_sentence_number_and_its_offsets_are_exact():
     checker = _llm("check", ['{"answers": "yes", "entailed": "yes"}'])
     vecs = {"How much does the Ember 40 kiln cost?": [1.0, 0.0], "Who founded Ferrand Kilns, and where?": [0.0, 1.0]}
     out = generate(docs, writer, checker, lambda t: np.array([vecs.get(x, [0.6, 0.8]) for x in t]),
-                   Options(n=2, mix={"direct_fact": 1.0}, max_candidates=3, cite=True))
+                   Options(n=2, mix={"direct_fact": 1.0}, max_candidates=3, excerpt="cited"))
     messages, schema, max_tokens = backend.calls[0]
     assert messages[-1]["content"].endswith(
         '<<<\n[1] Ferrand Kilns was founded in Lyon in March 2011 by Odile Ferrand.\n'
@@ -314,6 +317,52 @@ def test_the_excerpt_is_cited_by_sentence_number_and_its_offsets_are_exact():
     assert out.stats["prompts"].keys() == {"generate-qa-v2", "generate-qa2-v2", "supported-yesno-v2"}
 
 
+def test_the_held_excerpts_are_the_windows_sentences_and_pairs_without_headings():
+    from lab.evalsets.generate import choices
+
+    text = CONFIG + 'Run it as C:\\npm\\npm.cmd on Windows.\nSee:\n'
+    got = choices(text, (0, len(text)))
+    # "#### `logs-max`" (a heading) and "See:" (introduces what follows) are never offered, alone or
+    # as the first of a pair; the quotes of "notice" are offered as single ones; a backslash is left out
+    assert list(got) == [
+        "* Default: 10", "* Default: 10 * Type: Number", "* Type: Number",
+        "* Type: Number The maximum number of log files to store.", "The maximum number of log files to store.",
+        "* Default: 'notice'", "* Default: 'notice' * Type: String", "* Type: String",
+        "* Type: String What level of logs to report.", "What level of logs to report."]
+    a, b = got["* Default: 'notice'"]
+    assert text[a:b] == '* Default: "notice"'  # the offsets hold the document's own text
+    a, b = got["* Type: Number The maximum number of log files to store."]
+    assert text[a:b] == "* Type: Number\n\nThe maximum number of log files to store."
+    assert list(choices(text, (0, len(text)), pairs=False))[:3] == ["* Default: 10", "* Type: Number",
+                                                                   "The maximum number of log files to store."]
+
+
+def test_a_held_excerpt_is_one_of_the_offered_sentences_and_lands_at_its_offsets():
+    docs = {"using-npm/config.md": CONFIG}
+    item = lambda excerpt, q: json.dumps({"excerpt": excerpt, "question": q, "answer": "10 log files."})  # noqa: E731
+    backend = Recording([item("The maximum number of log files.", "How many log files does npm keep by default?"),
+                         item("* Default: 10 * Type: Number", "How many log files does npm keep at most by default?")])
+    writer = LabLLM(LLMPlan(LLMConfig(), "testset", "m.gguf", "m:1"), None, backend)
+    checker = _llm("check", ['{"answers": "yes", "entailed": "yes"}'])
+    vecs = {"How many log files does npm keep by default?": [1.0, 0.0]}
+    out = generate(docs, writer, checker, lambda t: np.array([vecs.get(x, [0.0, 1.0]) for x in t]),
+                   Options(n=1, mix={"direct_fact": 1.0}, max_candidates=2))
+    messages, schema, _ = backend.calls[0]
+    assert schema["properties"]["excerpt"]["enum"][:3] == ["* Default: 10", "* Default: 10 * Type: Number",
+                                                           "* Type: Number"]
+    assert not any(o.startswith("#") for o in schema["properties"]["excerpt"]["enum"])
+    # 1: not one of the offered pieces (a grammar would not let a model write it): malformed
+    assert out.stats["rejected"]["malformed"]["n"] == 1
+    start, end = CONFIG.index("* Default: 10"), CONFIG.index("* Type: Number") + len("* Type: Number")
+    assert out.rows[0]["references"] == [{"source": "using-npm/config.md", "content": "* Default: 10\n* Type: Number",
+                                          "start_index": start, "end_index": end}]
+    # the head: the prompt's steps and task, the same in every call of the task
+    head = backend.heads[0]
+    assert messages[-1]["content"][:head].startswith("Steps:") and messages[-1]["content"][head:].startswith(
+        'using-npm/config.md"')
+    assert backend.heads == [head, head]
+
+
 def test_generate_rejects_near_duplicates_of_accepted_questions():
     docs = {"kilns/ember.md": DOC}
     item = lambda q: json.dumps({"excerpt": "The Ember 40 kiln costs 4,900 euros", "question": q,  # noqa: E731
@@ -324,7 +373,7 @@ def test_generate_rejects_near_duplicates_of_accepted_questions():
     vecs = {"How much does the Ember 40 kiln cost?": [1.0, 0.0], "What is the Ember 40 kiln's price?": [0.95, 0.31],
             "What does an Ember 40 kiln cost in euros?": [0.6, 0.8]}
     out = generate(docs, writer, checker, lambda t: np.array([vecs.get(x, [0.0, 1.0]) for x in t]),
-                   Options(n=2, mix={"direct_fact": 1.0}, cite=False))
+                   Options(n=2, mix={"direct_fact": 1.0}, excerpt="copied"))
     assert [r["question"] for r in out.rows] == ["How much does the Ember 40 kiln cost?",
                                                  "What does an Ember 40 kiln cost in euros?"]
     assert out.stats["rejected"]["near_duplicate"]["n"] == 1
@@ -400,7 +449,7 @@ def test_generate_rejects_a_row_whose_reference_speaks_to_the_evaluator():
     ])
     checker = _llm("check", ['{"answers": "yes", "entailed": "yes"}'])
     out = generate(docs, writer, checker, lambda t: np.array([[1.0, 0.0] for _ in t]),
-                   Options(n=1, mix={"direct_fact": 1.0}, max_candidates=5, cite=False))
+                   Options(n=1, mix={"direct_fact": 1.0}, max_candidates=5, excerpt="copied"))
     rej = out.stats["rejected"]["injection"]
     assert rej["n"] == 2 and out.stats["n_accepted"] == 1
     assert rej["examples"][0]["detail"].startswith("reference: instruction: 'ignore previous instructions'")

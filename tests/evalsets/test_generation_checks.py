@@ -18,6 +18,11 @@ from lab.evalsets.generate import REASONS, _check
     ("When did Avery Lancaster join Insurellm?", ("employees/avery_lancaster.md",), None),
     ("Does Carllm cover theft and/or fire damage?", (), None),  # "and/or" is not a path
     ("What is the price of version 2.5 of the plan?", (), None),
+    # a data or configuration file is what software documentation is about
+    ("What is the purpose of the `overrides` field in the `package.json` file?", ("configuring-npm/package-json.md",),
+     None),
+    ("Which npm versions read `npm-shrinkwrap.json` or `config/settings.yaml`?", (), None),
+    ("What does docs/setup.md say about proxies?", (), "docs/setup.md"),
 ])
 def test_a_question_naming_a_file_or_path(question, sources, named):
     assert names_a_file(question, sources) == named
