@@ -363,6 +363,30 @@ def test_a_held_excerpt_is_one_of_the_offered_sentences_and_lands_at_its_offsets
     assert backend.heads == [head, head]
 
 
+def test_a_category_the_documents_do_not_suit_stops_at_its_share_of_the_budget():
+    class ByTask(Scripted):
+        def chat(self, messages, schema, temperature, seed, max_tokens=None, head=None):
+            self.n += 1
+            numerical = "a number stated" in messages[-1]["content"]
+            excerpt = "* Default: 10" if numerical else "The maximum number of log files to store."
+            q = f"Which setting is described, case {self.n}?" if numerical else "What does the logs-max setting limit?"
+            a = "The logs-max setting." if numerical else "The number of log files npm stores."
+            return Completion(json.dumps({"excerpt": excerpt, "question": q, "answer": a}), 100, 20, 0.1, "stop")
+
+    docs = {"using-npm/config.md": CONFIG}
+    writer = LabLLM(LLMPlan(LLMConfig(), "testset", "m.gguf", "m:1"), None, ByTask([]))
+    checker = _llm("check", ['{"answers": "yes", "entailed": "yes"}'])
+    out = generate(docs, writer, checker, lambda t: np.eye(len(t), 8), Options(
+        n=4, mix={"direct_fact": 0.5, "numerical": 0.5}, max_candidates=20))
+    s = out.stats
+    # numerical: its three-word span holds nothing its answer names, and after 20 * 2 / 4 = 10 candidates it stops;
+    # direct_fact: one accepted, then its one question repeats (near-duplicate) until its own cap of 10
+    assert s["candidates_by_category"] == {"numerical": 10, "direct_fact": 10}
+    assert {k: v["n"] for k, v in s["rejected"].items() if v["n"]} == {"short_span": 10, "near_duplicate": 9}
+    assert s["capped_categories"] == ["direct_fact", "numerical"]
+    assert s["by_category"] == {"direct_fact": 1, "numerical": 0}
+
+
 def test_generate_rejects_near_duplicates_of_accepted_questions():
     docs = {"kilns/ember.md": DOC}
     item = lambda q: json.dumps({"excerpt": "The Ember 40 kiln costs 4,900 euros", "question": q,  # noqa: E731
