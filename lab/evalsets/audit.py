@@ -24,7 +24,7 @@ import numpy as np
 from lab.evalsets.evalset import EvalRow, Reference, same_text
 from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, heading_span, locate, names_a_file,
                                    figure_not_in_spans, near_duplicate_pairs, one_document_answer, short_span,
-                                   size_problem)
+                                   size_problem, words_not_in_spans)
 from lab.evalsets.twins import find_twins
 from lab.metrics.aggregate import SMALL_CATEGORY
 from lab.metrics.retrieval import folded
@@ -260,7 +260,8 @@ def _power(samples: Sequence[dict] | None, ids: set[str | None]) -> dict | None:
 def _doubt(row: EvalRow) -> str | None:
     """Why the generator would have rejected ``row`` today (:mod:`lab.evalsets.generate`'s rule
     checks): a question naming a file or path, a span under 6 words, an answer its category
-    contradicts (a two-document answer using one span among them), a figure no span holds."""
+    contradicts (a two-document answer using one span among them), a figure no span holds, an
+    answer with under half of its own words in its spans."""
     refs = row.references or []
     spans = [r.content for r in refs if r.content]
     if (name := names_a_file(row.question, [r.source for r in refs])) is not None:
@@ -271,7 +272,8 @@ def _doubt(row: EvalRow) -> str | None:
         return why
     return contradicts_category(row.category, row.reference_answer) or \
         one_document_answer(row.category, spans, row.reference_answer) or \
-        (figure_not_in_spans(spans, row.reference_answer) if spans else None)
+        (figure_not_in_spans(spans, row.reference_answer) or words_not_in_spans(spans, row.reference_answer,
+                                                                                 row.question) if spans else None)
 
 
 def _problems(f: dict) -> list[str]:
@@ -292,7 +294,8 @@ def _problems(f: dict) -> list[str]:
         (sup.get("n_failed", 0), "support checks that failed (no verdict): {}"),
         (f["size"]["n_rows"], "trivial or over-long rows (the generator's size filter): {}"),
         (f.get("checks", {}).get("n_rows", 0), "rows the generator's checks doubt (a file named, a short span, "
-                                               "a category the answer contradicts): {}"),
+                                               "a category the answer contradicts, an answer its spans do not "
+                                               "hold): {}"),
         (k["n_without"], "rows without keywords (keyword metrics n/a): {}"),
     ]
     return [what.replace("{}", str(n), 1) for n, what in said if n]  # not format: names may hold braces

@@ -21,8 +21,9 @@ How a question is made (one LLM call, then checks, cheapest first):
    (a heading, a line ending in a colon: ``heading_span``), answers their category contradicts
    (a ``numerical`` answer with no number, a ``temporal`` one with no date or period, a
    ``spanning`` or ``comparative`` one using only one of its two spans: ``category``), questions that quote their own excerpt, near-duplicates of an accepted question
-   (embedding cosine >= 0.92), an answer stating a figure no excerpt holds (``unsupported``,
-   without a model: :func:`lab.evalsets.excerpts.figure_not_in_spans`), and the two verdicts of
+   (embedding cosine >= 0.92), an answer stating a figure no excerpt holds or with under half
+   of its own words in its excerpts (``unsupported``, without a model:
+   :func:`lab.evalsets.excerpts.figure_not_in_spans`, :func:`~lab.evalsets.excerpts.words_not_in_spans`), and the two verdicts of
    :mod:`lab.evalsets.grounding`: an answer with a fact the excerpts do not state
    (``unsupported``) or that does not give what the question asks (``not_answering``).
 4. Keywords: the figures, dates and names of the answer that the excerpts hold, the question
@@ -57,7 +58,8 @@ import numpy as np
 
 from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, derive_keywords, folded_text, locate,
                                    figure_not_in_spans, heading_span, names_a_file, nearest_region, numbered,
-                                   one_document_answer, quotes_own_answer, sentences, short_span, size_problem, vague)
+                                   one_document_answer, quotes_own_answer, sentences, short_span, size_problem, vague,
+                                   words_not_in_spans)
 from lab.evalsets import grounding
 from lab.metrics.injection import suspect_reasons
 from lab.errors import LabError
@@ -345,6 +347,8 @@ def _check(task: dict, item: dict, docs: dict[str, str]) -> tuple[str | None, st
     if (why := one_document_answer(task["category"], spans, item["answer"])) is not None:
         return "category", why, refs
     if (why := figure_not_in_spans(spans, item["answer"])) is not None:
+        return "unsupported", why, refs
+    if (why := words_not_in_spans(spans, item["answer"], item["question"])) is not None:
         return "unsupported", why, refs
     if quotes_own_answer(item["question"], spans):
         return "quotes_answer", "the question repeats 8+ words of its excerpt", refs

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lab.evalsets.excerpts import contradicts_category, heading_span, names_a_file, short_span
+from lab.evalsets.excerpts import contradicts_category, heading_span, names_a_file, short_span, words_not_in_spans
 from lab.evalsets.generate import REASONS, _check
 
 
@@ -163,3 +163,28 @@ def test_a_question_naming_the_prompts_document_a_or_b_is_vague():
 
     assert vague("How do the names and versions in document A and document B relate to each other?")
     assert not vague("Which plan does Document Analyzer include?")
+
+
+AUTH = "If the specified configuration param resolves unambiguously to a known configuration parameter, then it is " \
+       "expanded to that configuration parameter."
+
+
+@pytest.mark.parametrize("answer, question, why", [
+    # the answer's one own word ("null": the question holds default, value, _auth, configuration,
+    # parameter, npm) is not in the span: written from elsewhere
+    ("The default value for the `_auth` configuration parameter in npm is null.",
+     "What is the default value for the `_auth` configuration parameter in npm?",
+     "only 0 of the answer's 1 own words are in its span(s)"),
+    # own words: resolves, unambiguously, known, expanded (4 of 4 in the span)
+    ("A parameter that resolves unambiguously to a known one is expanded to it.",
+     "What happens to an abbreviated configuration parameter?", None),
+    # own words: script, aborts, whole, build, zero, output: 1 of 6 held (script) is under half
+    ("The script aborts the whole build with zero output.", "What happens on a bad parameter?",
+     "only 1 of the answer's 6 own words are in its span(s)"),
+    # script, exits, aborts, process, zero: 3 of 5 held (script, exits, process) is half or more
+    ("The script exits and aborts the process with zero.", "What happens on a bad parameter?", None),
+    ("Configuration parameter.", "Which configuration parameter?", None),  # no own word: nothing to check
+])
+def test_an_answer_whose_own_words_its_span_does_not_hold(answer, question, why):
+    spans = [AUTH] if "script" not in answer else ["If the script exits with a code other than 0, the process stops."]
+    assert words_not_in_spans(spans, answer, question) == why
