@@ -90,7 +90,8 @@ def main() -> int:
           f"from {len(docs)} documents; model {model}; excerpts {args.excerpt}")
     print(f"accepted per minute {per_min:.2f}; lab {lab_s:.1f} s; {tokens} tokens written, "
           f"{tokens / max(1, s['n_accepted']):.0f} per accepted question")
-    print(f"paraphrased excerpts placed in their window (near_excerpts): {s['near_excerpts']['n']} of the accepted")
+    print(f"paraphrased excerpts placed in their window (near_excerpts): {s['near_excerpts']['n']} of the accepted; "
+          f"spans moved to where the window states the answer (moved_spans): {s['moved_spans']['n']}")
     if args.no_replay:
         print(f"rejected: {({k: v['n'] for k, v in s['rejected'].items() if v['n']})}")
         return 0

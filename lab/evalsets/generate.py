@@ -6,12 +6,17 @@ How a question is made (one LLM call, then checks, cheapest first):
 1. A *task*: a category and a window of a document (two documents for ``spanning`` and
    ``comparative``). The model copies an excerpt word for word and writes the question it
    answers and a reference answer (prompts ``generate-qa-v1``, ``generate-qa2-v1``; JSON under
-   a grammar).
-2. Every excerpt is located in its document (:func:`lab.evalsets.excerpts.locate`: exact, then
+   a grammar). By default (``excerpt="held"``) the grammar allows only the window's sentences,
+   one or two in a row (:func:`choices`), so the excerpt's offsets are exact.
+2. A freely copied excerpt (``excerpt="copied"``) is located in its document
+   (:func:`lab.evalsets.excerpts.locate`: exact, then
    tolerant). One that is not there, a paraphrase, stands for the region of its window that
    holds 80% of its content words and every figure it states
    (:func:`lab.evalsets.excerpts.nearest_region`; counted as ``near_excerpts``); with no such
-   region the candidate is rejected. Located excerpts become the row's ``references`` spans
+   region the candidate is rejected. A one-document answer whose own words its excerpt does not
+   hold (half or more: :func:`lab.evalsets.excerpts.words_not_in_spans`) takes as its span the
+   region of its window that states it, found the same way from the answer (``moved_spans``):
+   the model often holds one sentence and answers from its neighbour. Located excerpts become the row's ``references`` spans
    (the document's own text), so span metrics work on any knowledge base.
 3. Filters, each counted with examples: a question or reference answer holding text addressed
    to an evaluator or model (``injection``: an instruction, a verdict, a role marker;
@@ -332,6 +337,14 @@ def _check(task: dict, item: dict, docs: dict[str, str]) -> tuple[str | None, st
         refs.append({"source": source, "content": docs[source][where[0]:where[1]],
                      "start_index": where[0], "end_index": where[1], **({"near": True} if near else {})})
     spans = [r["content"] for r in refs]
+    if len(refs) == 1 and words_not_in_spans(spans, item["answer"], item["question"]) is not None:
+        # the answer says what its excerpt does not: the window's sentences that state it (80% of
+        # its content words and every figure) are its span; with none, the rule below rejects it
+        (source, window), = task["parts"]
+        if (region := nearest_region(item["answer"], docs[source], *window)) is not None:
+            refs = [{"source": source, "content": docs[source][region[0]:region[1]], "start_index": region[0],
+                     "end_index": region[1], "moved": True}]
+            spans = [refs[0]["content"]]
     if (why := size_problem(item["question"], item["answer"])) is not None:
         return "size", why, refs
     if vague(item["question"]):
@@ -389,6 +402,7 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
     caps = {c: -(-budget * q // opts.n) for c, q in quotas.items()}
     capped: set[str] = set()
     near: list[str] = []  # accepted questions whose excerpt was a paraphrase (nearest_region)
+    moved: list[str] = []  # accepted questions whose span is where the window states the answer
     with Ticker("generate", opts.n, show_progress, unit="questions") as ticker:
         while sum(tried.values()) < budget:
             capped |= {c for c in quotas if len(accepted[c]) < quotas[c] and tried[c] >= caps[c]}
@@ -429,6 +443,8 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
             vectors.append(vec)
             if any(r.pop("near", False) for r in refs):
                 near.append(item.get("question"))
+            if any(r.pop("moved", False) for r in refs):
+                moved.append(item.get("question"))
             keywords = derive_keywords(item["answer"], [r["content"] for r in refs], item["question"], common=common)
             row = {"question": item["question"].strip(), "reference_answer": item["answer"].strip(),
                    "category": category, "references": refs}
@@ -451,6 +467,7 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
         "acceptance_rate": round(len(rows) / max(1, sum(tried.values())), 4),
         "rejected": {r: {"n": len(v), "examples": v[:3]} for r, v in rejected.items()},
         "near_excerpts": {"n": len(near), "examples": near[:3]},
+        "moved_spans": {"n": len(moved), "examples": moved[:3]},
         "near_duplicate_threshold": opts.near_threshold,
         "by_category": {c: len(accepted[c]) for c in quotas},
         "exhausted_categories": sorted(exhausted),

@@ -363,6 +363,30 @@ def test_a_held_excerpt_is_one_of_the_offered_sentences_and_lands_at_its_offsets
     assert backend.heads == [head, head]
 
 
+def test_an_answer_its_held_excerpt_does_not_state_takes_the_windows_sentences_that_do():
+    docs = {"using-npm/config.md": CONFIG}
+    item = lambda excerpt, a: json.dumps({"excerpt": excerpt, "answer": a,  # noqa: E731
+                                          "question": "How many log files does npm keep at most by default?"})
+    writer = _llm("testset", [
+        # holds "* Type: Number" and answers from the lines around it: own words maximum, number, store, 10;
+        # the span holds 1 of 4; "* Default: 10" to "...to store." states all of them
+        item("* Type: Number", "The maximum number of log files to store is 10."),
+    ])
+    checker = _llm("check", ['{"answers": "yes", "entailed": "yes"}'])
+    out = generate(docs, writer, checker, lambda t: np.array([[1.0, 0.0]] * len(t)),
+                   Options(n=1, mix={"direct_fact": 1.0}, max_candidates=1))
+    start, end = CONFIG.index("* Default: 10"), CONFIG.index("to store.") + len("to store.")
+    assert out.rows[0]["references"] == [{"source": "using-npm/config.md", "content": CONFIG[start:end],
+                                          "start_index": start, "end_index": end}]  # no marker left in the row
+    assert out.stats["moved_spans"] == {"n": 1, "examples": ["How many log files does npm keep at most by default?"]}
+    # an answer the window does not state at all is rejected
+    writer = _llm("testset", [item("The maximum number of log files to store.",
+                                   "npm keeps rotated logs under the cache folder, oldest deleted first.")])
+    out = generate(docs, writer, checker, lambda t: np.array([[1.0, 0.0]] * len(t)),
+                   Options(n=1, mix={"direct_fact": 1.0}, max_candidates=1))
+    assert out.stats["rejected"]["unsupported"]["n"] == 1 and out.stats["moved_spans"]["n"] == 0
+
+
 def test_a_category_the_documents_do_not_suit_stops_at_its_share_of_the_budget():
     class ByTask(Scripted):
         def chat(self, messages, schema, temperature, seed, max_tokens=None, head=None):
