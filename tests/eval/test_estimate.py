@@ -88,5 +88,5 @@ def test_generate_dry_run_estimates_before_loading_any_model(cli, project):
     assert code == 0, err
     assert out.splitlines()[:2] == [
         "10 accepted questions wanted; LLM calls (a call already cached takes no time):",
-        "  testset    smollm2-135m-instruct: ~30 calls, about 12 min 51 s (2-core prior)"]
+        "  testset    smollm2-135m-instruct: ~30 calls, about 8 min 42 s (2-core prior)"]
     assert not (project / "new.jsonl").exists()
