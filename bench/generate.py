@@ -1,20 +1,23 @@
 """Eval-set generation speed: accepted questions per minute, the acceptance rate, and the lab
 against raw llama-cpp-python replaying the same calls.
 
-    .venv/bin/python bench/generate.py [--kb DIR] [--n 10] [--smoke] [--excerpt held|copied|cited] [--no-replay] [--out FILE]
+    .venv/bin/python bench/generate.py [--kb DIR] [--n 10] [--smoke] [--excerpt held|copied|cited]
+                                       [--no-replay] [--out FILE]
 
 Runs :func:`lab.evalsets.generate.generate` with an empty LLM cache (every call computed; the
 embedding cache is the lab's own) over ``--kb`` (default: the InsureLLM knowledge base), then
 replays every recorded call, question writer's and checker's, through a raw ``Llama`` with the
 same parameters. Prints accepted, candidates, acceptance, accepted questions per minute, the
 seconds of both and their ratio (goal <= 1.2: the lab's loop, filters and embeddings add little
-to the model's time) and the tokens the model wrote per accepted question. ``--out FILE`` also writes the
-sidecar's statistics beside it (``FILE.gen.json``). ``--excerpt``: how the model gives
-its excerpt (``lab generate --excerpt``): ``held`` (the default: copied under a grammar that
-allows only the window's sentences), ``copied`` (written freely, then located) or ``cited`` (by
-sentence number, ``generate-qa-v2``), to compare them. The raw replay evaluates every prompt
-whole; the lab evaluates each prompt's fixed head once per task (``LabLLM.chat``'s ``head``). ``--smoke``: SmolLM2 on the test fixture's knowledge base, 2
-candidates.
+to the model's time) and the tokens the model wrote per accepted question. ``--out FILE`` also
+writes the accepted rows and the sidecar's statistics beside them (``FILE.gen.json``).
+``--excerpt``: how the model gives its excerpt (``lab generate --excerpt``): ``held`` (the
+default: copied under a grammar that allows only the window's sentences), ``copied`` (written
+freely, then located) or ``cited`` (by sentence number, ``generate-qa-v2``), to compare them.
+The raw replay evaluates every prompt whole under the call's grammar; the lab evaluates each
+prompt's fixed head once per task and a held excerpt's forced text as a batch
+(``LlamaCppBackend``), so its texts may differ from the replay's in the last bits.
+``--smoke``: SmolLM2 on the test fixture's knowledge base, 2 candidates.
 """
 
 from __future__ import annotations

@@ -9,15 +9,15 @@ How a question is made (one LLM call, then checks, cheapest first):
    a grammar). By default (``excerpt="held"``) the grammar allows only the window's sentences,
    one or two in a row (:func:`choices`), so the excerpt's offsets are exact.
 2. A freely copied excerpt (``excerpt="copied"``) is located in its document
-   (:func:`lab.evalsets.excerpts.locate`: exact, then
-   tolerant). One that is not there, a paraphrase, stands for the region of its window that
-   holds 80% of its content words and every figure it states
-   (:func:`lab.evalsets.excerpts.nearest_region`; counted as ``near_excerpts``); with no such
-   region the candidate is rejected. A one-document answer whose own words its excerpt does not
-   hold (half or more: :func:`lab.evalsets.excerpts.words_not_in_spans`) takes as its span the
-   region of its window that states it, found the same way from the answer (``moved_spans``):
-   the model often holds one sentence and answers from its neighbour. Located excerpts become the row's ``references`` spans
-   (the document's own text), so span metrics work on any knowledge base.
+   (:func:`lab.evalsets.excerpts.locate`: exact, then tolerant). One that is not there, a
+   paraphrase, stands for the region of its window that holds 80% of its content words and
+   every figure it states (:func:`lab.evalsets.excerpts.nearest_region`; counted as
+   ``near_excerpts``); with no such region the candidate is rejected. A one-document answer
+   whose own words its excerpt does not hold (half or more:
+   :func:`lab.evalsets.excerpts.words_not_in_spans`) takes as its span the region of its window
+   that states it, found the same way from the answer (``moved_spans``): the model often holds
+   one sentence and answers from its neighbour. The excerpts become the row's ``references``
+   spans (the document's own text), so span metrics work on any knowledge base.
 3. Filters, each counted with examples: a question or reference answer holding text addressed
    to an evaluator or model (``injection``: an instruction, a verdict, a role marker;
    :func:`lab.metrics.injection.scan`), trivial or over-long items, vague questions ("this
@@ -25,10 +25,12 @@ How a question is made (one LLM call, then checks, cheapest first):
    short to hold an answer (under 6 words, ``short_span``), spans that only introduce what follows
    (a heading, a line ending in a colon: ``heading_span``), answers their category contradicts
    (a ``numerical`` answer with no number, a ``temporal`` one with no date or period, a
-   ``spanning`` or ``comparative`` one using only one of its two spans: ``category``), questions that quote their own excerpt, near-duplicates of an accepted question
-   (embedding cosine >= 0.92), an answer stating a figure no excerpt holds or with under half
-   of its own words in its excerpts (``unsupported``, without a model:
-   :func:`lab.evalsets.excerpts.figure_not_in_spans`, :func:`~lab.evalsets.excerpts.words_not_in_spans`), and the two verdicts of
+   ``spanning`` or ``comparative`` one using only one of its two spans: ``category``),
+   questions that quote their own excerpt, near-duplicates of an accepted question (embedding
+   cosine >= 0.92), an answer stating a figure no excerpt holds or with under half of its own
+   words in its excerpts (``unsupported``, without a model:
+   :func:`lab.evalsets.excerpts.figure_not_in_spans`,
+   :func:`~lab.evalsets.excerpts.words_not_in_spans`), and the two verdicts of
    :mod:`lab.evalsets.grounding`: an answer with a fact the excerpts do not state
    (``unsupported``) or that does not give what the question asks (``not_answering``).
 4. Keywords: the figures, dates and names of the answer that the excerpts hold, the question

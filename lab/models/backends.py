@@ -191,7 +191,6 @@ class LlamaCppBackend:
             finish_reason=choice.get("finish_reason"),
         )
 
-
     def _choice_first(self, llm: Any, messages: list[dict], schema: dict, seed: int, max_tokens: int,
                       head: int | None, t0: float) -> Completion:
         """A JSON reply whose first field is one of a list of strings (``lab generate``'s excerpt,
@@ -200,9 +199,12 @@ class LlamaCppBackend:
         (each step the likeliest token that keeps the text a prefix of a choice, or closes it
         where it is a whole choice); what all choices left go on with, and once one is left the
         rest of it and the next key, are evaluated as one batch, as a prompt is, instead of one
-        step each; the other string fields follow under a grammar (``create_completion``). The choice's text is what the grammar path would have
-        forced too, so only steps are saved; like every call of this backend, the reply depends
-        on the prompt alone."""
+        step each; the other string fields follow under a grammar (``create_completion``). The
+        choice's text is what the grammar path would have forced too, so only steps are saved;
+        like every call of this backend, the reply depends on the prompt alone. The last word
+        before a choice parts is left to the model: it may end it with a token that also closes
+        the string (``."``), which a batch cut after the word would take from it (measured: the
+        model then went on to the next sentence where the grammar path stopped)."""
         import numpy as np
         from llama_cpp import LlamaGrammar  # loaded already (self._load): see llama_class
 

@@ -211,7 +211,8 @@ def test_generate_counts_every_rejection_and_writes_spans():
     def embed(texts):
         return np.array([vectors.get(t, [0.6, 0.8]) for t in texts])
 
-    out = generate(docs, writer, checker, embed, Options(n=2, mix={"direct_fact": 1.0}, max_candidates=10, excerpt="copied"))
+    out = generate(docs, writer, checker, embed,
+                   Options(n=2, mix={"direct_fact": 1.0}, max_candidates=10, excerpt="copied"))
     s = out.stats
     # 1: the checker says no; 2: its excerpt is not in the document; 3: "Who?"; 4: not JSON;
     # 5 and 6: checked, supported, accepted, and n = 2 is reached
