@@ -24,8 +24,9 @@ import numpy as np
 from lab.evalsets.evalset import EvalRow, Reference, same_text
 from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, heading_span, locate, names_a_file,
                                    figure_not_in_spans, near_duplicate_pairs, one_document_answer, short_span,
-                                   size_problem, words_not_in_spans)
+                                   size_problem)
 from lab.evalsets.twins import find_twins
+from lab.evalsets.wordcover import words_not_in_spans
 from lab.metrics.aggregate import SMALL_CATEGORY
 from lab.metrics.retrieval import folded
 from lab.stats.power import RHO  # the assumed correlation of two pipelines' per-question values

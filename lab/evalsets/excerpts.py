@@ -19,7 +19,6 @@ import numpy as np
 
 from lab.metrics.text import folded_offsets as _folded
 from lab.metrics.text import folded_text
-from lab.evalsets.wordcover import MIN_ANSWER_COVER, words_not_in_spans  # noqa: F401 (re-exported)
 
 #: Near-duplicate questions: cosine similarity of their embeddings at or above this.
 NEAR_DUPLICATE = 0.92

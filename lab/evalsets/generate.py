@@ -14,7 +14,7 @@ How a question is made (one LLM call, then checks, cheapest first):
    every figure it states (:func:`lab.evalsets.excerpts.nearest_region`; counted as
    ``near_excerpts``); with no such region the candidate is rejected. A one-document answer
    whose own words its excerpt does not hold (half or more:
-   :func:`lab.evalsets.excerpts.words_not_in_spans`) takes as its span the region of its window
+   :func:`lab.evalsets.wordcover.words_not_in_spans`) takes as its span the region of its window
    that states it, found the same way from the answer (``moved_spans``): the model often holds
    one sentence and answers from its neighbour. The excerpts become the row's ``references``
    spans (the document's own text), so span metrics work on any knowledge base.
@@ -30,7 +30,7 @@ How a question is made (one LLM call, then checks, cheapest first):
    cosine >= 0.92), an answer stating a figure no excerpt holds or with under half of its own
    words in its excerpts (``unsupported``, without a model:
    :func:`lab.evalsets.excerpts.figure_not_in_spans`,
-   :func:`~lab.evalsets.excerpts.words_not_in_spans`), and the two verdicts of
+   :func:`~lab.evalsets.wordcover.words_not_in_spans`), and the two verdicts of
    :mod:`lab.evalsets.grounding`: an answer with a fact the excerpts do not state
    (``unsupported``) or that does not give what the question asks (``not_answering``).
 4. Keywords: the figures, dates and names of the answer that the excerpts hold, the question
@@ -65,10 +65,10 @@ import numpy as np
 
 from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, derive_keywords, folded_text, locate,
                                    figure_not_in_spans, heading_span, names_a_file, nearest_region, numbered,
-                                   one_document_answer, quotes_own_answer, sentences, short_span, size_problem, vague,
-                                   words_not_in_spans)
+                                   one_document_answer, quotes_own_answer, sentences, short_span, size_problem, vague)
 from lab.evalsets import grounding
-from lab.evalsets.tasks import (EXCERPT_MODES, WINDOW_CHARS, _cite_schema, _cited,  # noqa: F401
+from lab.evalsets.wordcover import words_not_in_spans
+from lab.evalsets.tasks import (EXCERPT_MODES, WINDOW_CHARS, _cite_schema, _cited,
                                 _held_schema, _schema, choices, windows)
 from lab.metrics.injection import suspect_reasons
 from lab.errors import LabError
@@ -246,6 +246,13 @@ def _ask(llm: LabLLM, prompts: dict[str, Prompt], task: dict, docs: dict[str, st
     return item
 
 
+def _ref(source: str, text: str, where: tuple[int, int], **marks: bool) -> dict:
+    """A reference span: the document's own text at ``where``; ``marks`` (``near``, ``moved``)
+    are counted by :func:`generate` and taken off before the row is written."""
+    return {"source": source, "content": text[where[0]:where[1]], "start_index": where[0], "end_index": where[1],
+            **marks}
+
+
 def _check(task: dict, item: dict, docs: dict[str, str]) -> tuple[str | None, str, list[dict]]:
     """(reason rejected or None, detail, references) for the model's item."""
     suspect = suspect_reasons(question=item["question"], reference=item["answer"])
@@ -259,17 +266,17 @@ def _check(task: dict, item: dict, docs: dict[str, str]) -> tuple[str | None, st
             where, near = nearest_region(excerpt, docs[source], *window), True
         if where is None:
             return "excerpt_not_found", f"{source}: {excerpt[:120]!r}", []
-        refs.append({"source": source, "content": docs[source][where[0]:where[1]],
-                     "start_index": where[0], "end_index": where[1], **({"near": True} if near else {})})
+        refs.append(_ref(source, docs[source], where, **({"near": True} if near else {})))
     spans = [r["content"] for r in refs]
-    if len(refs) == 1 and words_not_in_spans(spans, item["answer"], item["question"]) is not None:
+    uncovered = words_not_in_spans(spans, item["answer"], item["question"])
+    if len(refs) == 1 and uncovered is not None:
         # the answer says what its excerpt does not: the window's sentences that state it (80% of
         # its content words and every figure) are its span; with none, the rule below rejects it
         (source, window), = task["parts"]
         if (region := nearest_region(item["answer"], docs[source], *window)) is not None:
-            refs = [{"source": source, "content": docs[source][region[0]:region[1]], "start_index": region[0],
-                     "end_index": region[1], "moved": True}]
+            refs = [_ref(source, docs[source], region, moved=True)]
             spans = [refs[0]["content"]]
+            uncovered = words_not_in_spans(spans, item["answer"], item["question"])
     if (why := size_problem(item["question"], item["answer"])) is not None:
         return "size", why, refs
     if vague(item["question"]):
@@ -286,8 +293,8 @@ def _check(task: dict, item: dict, docs: dict[str, str]) -> tuple[str | None, st
         return "category", why, refs
     if (why := figure_not_in_spans(spans, item["answer"])) is not None:
         return "unsupported", why, refs
-    if (why := words_not_in_spans(spans, item["answer"], item["question"])) is not None:
-        return "unsupported", why, refs
+    if uncovered is not None:
+        return "unsupported", uncovered, refs
     if quotes_own_answer(item["question"], spans):
         return "quotes_answer", "the question repeats 8+ words of its excerpt", refs
     return None, "", refs

@@ -70,7 +70,7 @@ PREFIX_REUSE_ROLES = frozenset({"judge"})
 CHOICE_SEARCH = 2000
 
 
-def _choice_first(schema: dict | None) -> bool:
+def _enum_first(schema: dict | None) -> bool:
     """A schema of string fields, all required, whose first holds an ``enum`` of strings."""
     if not schema or schema.get("type") != "object":
         return False
@@ -159,7 +159,7 @@ class LlamaCppBackend:
             if schema is not None:
                 kwargs["response_format"] = {"type": "json_object", "schema": schema}
             t0 = time.perf_counter()
-            if not self.reuse_prefix and temperature == 0 and _choice_first(schema) and _chatml(llm):
+            if not self.reuse_prefix and temperature == 0 and _enum_first(schema) and _chatml(llm):
                 return self._choice_first(llm, messages, schema, seed, max_tokens or self.plan.cfg.max_tokens, head, t0)
             if not self.reuse_prefix:
                 llm.reset()
