@@ -24,7 +24,10 @@ def test_generate_bench_smoke():
     lab_s = float(m.group(2))
     m = re.search(r"^raw replay ([\d.]+) s \((\d+) calls, (\d+) texts differ\); ratio ([\d.]+)$", out.stdout, re.M)
     assert m, out.stdout
-    assert int(m.group(2)) >= 2 and float(m.group(4)) == pytest.approx(lab_s / float(m.group(1)), abs=0.01)
+    raw_s = float(m.group(1))
+    # both times print to 0.1 s and the ratio to 0.01: the ratio of the printed times may differ by that rounding
+    slack = lab_s / raw_s * (0.05 / lab_s + 0.05 / raw_s) + 0.005
+    assert int(m.group(2)) >= 2 and float(m.group(4)) == pytest.approx(lab_s / raw_s, abs=slack)
     m = re.search(r"^paraphrased excerpts placed in their window \(near_excerpts\): (\d+) of the accepted; spans "
                   r"moved to where the window states the answer \(moved_spans\): (\d+)$", out.stdout, re.M)
     assert m and int(m.group(1)) == 0 and int(m.group(2)) <= 1, out.stdout  # held excerpts are never paraphrases
