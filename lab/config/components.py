@@ -276,7 +276,17 @@ class _RerankerBase(Strict):
         None, description="null: always rerank; a mapping: only when the policy fires (recorded per question).")
 
 
-class FlagEmbeddingRerankerConfig(_RerankerBase):
+class _CrossEncoderBase(_RerankerBase):
+    first_stage_weight: float | None = Field(
+        None,
+        ge=0,
+        description="null: order by the cross-encoder's score alone; w >= 0: by z(cross-encoder) + w * "
+        "z(first-stage score), z-scored over the candidates of each question (lab tune reranker picks "
+        "w on its dev split: the model card's dev.fusion).",
+    )
+
+
+class FlagEmbeddingRerankerConfig(_CrossEncoderBase):
     """A cross-encoder through FlagEmbedding (the ``flag`` extra): bge-reranker models."""
 
     name: Literal["flag_embedding"]
@@ -288,7 +298,7 @@ class FlagEmbeddingRerankerConfig(_RerankerBase):
     """Score in half precision (faster on a GPU; on a CPU leave it off)."""
 
 
-class SentenceTransformerRerankerConfig(_RerankerBase):
+class SentenceTransformerRerankerConfig(_CrossEncoderBase):
     """A cross-encoder through sentence-transformers."""
 
     name: Literal["sentence_transformer"]

@@ -20,6 +20,7 @@ from lab.errors import LabError
 from lab.models.backends import eval_reusing_prefix, llama_class
 from lab.models.resolve import model_fingerprint
 from lab.prompts import load_prompt
+from lab.rag.retrievers import z_fusion
 
 #: The prompt file (``lab/prompts/relevance-yesno-v1.txt``); its name is part of every score's key.
 PROMPT_VERSION = "relevance-yesno-v1"
@@ -89,12 +90,6 @@ class LlamaCppRelevanceScorer:
         return float(_logsumexp(logits[self._yes]) - _logsumexp(logits[self._no]))
 
 
-def _z(values: list[float]) -> np.ndarray:
-    x = np.asarray(values, dtype=np.float64)
-    sd = x.std()
-    return (x - x.mean()) / sd if sd > 0 else np.zeros_like(x)
-
-
 def _logsumexp(x: np.ndarray) -> float:
     m = float(np.max(x))
     return m + float(np.log(np.sum(np.exp(x - m))))
@@ -150,7 +145,6 @@ class LLMPointwiseReranker(BaseNodePostprocessor):
             scores.append(float(np.float32(s)))  # the precision the cache keeps
         if self.first_stage_weight > 0:
             first = [n.score or 0.0 for n in nodes]
-            # rounded so that float noise cannot reorder true ties
-            scores = [round(float(v), 12) for v in _z(scores) + self.first_stage_weight * _z(first)]
+            scores = z_fusion(scores, first, self.first_stage_weight)
         order = sorted(range(len(nodes)), key=lambda i: -scores[i])  # stable: ties keep retrieval order
         return [NodeWithScore(node=nodes[i].node, score=scores[i]) for i in order[: self.top_n]]

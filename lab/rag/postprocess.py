@@ -39,7 +39,7 @@ from lab.models.resolve import ResolvedModel, resolve_gguf, resolve_hf_model
 from lab.rag.sent import merge_by_document, send_headers, send_windows
 from lab.rag.documents import DocBoostReranker, DocTypeFilter
 from lab.rag.llm_reranker import LlamaCppRelevanceScorer, LLMPointwiseReranker
-from lab.rag.retrievers import hide_from_models
+from lab.rag.retrievers import hide_from_models, z_fusion
 from lab.registry import Registry
 
 #: A short English stop list (articles, pronouns, auxiliaries, prepositions, question words).
@@ -190,6 +190,39 @@ RERANKERS: Registry[Callable[[RerankerPlan, Any], BaseNodePostprocessor]] = Regi
 MODEL_FREE = {"keyword_overlap", "doc_boost", "doc_type_filter"}
 
 
+class FusedReranker(BaseNodePostprocessor):
+    """A cross-encoder's order fused with the first stage's: ``inner`` (a LlamaIndex reranker
+    keeping every candidate) scores them, and the order is by ``z(inner) + weight * z(first)``
+    (:func:`lab.rag.retrievers.z_fusion`); the best ``top_n`` are kept with that score."""
+
+    inner: Any = Field(default=None)
+    weight: float = Field(default=0.0)
+    top_n: int = Field(default=3)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "FusedReranker"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+                           ) -> list[NodeWithScore]:
+        first = [float(n.score or 0.0) for n in nodes]
+        # LlamaIndex's rerankers set the score of the nodes they are given: they get copies
+        scored = self.inner.postprocess_nodes([NodeWithScore(node=n.node, score=n.score) for n in nodes],
+                                              query_bundle=query_bundle)
+        by_id = {n.node.node_id: float(n.score or 0.0) for n in scored}
+        fused = z_fusion([by_id[n.node.node_id] for n in nodes], first, self.weight)
+        order = sorted(range(len(nodes)), key=lambda i: -fused[i])  # stable: ties keep retrieval order
+        return [NodeWithScore(node=nodes[i].node, score=fused[i]) for i in order[: self.top_n]]
+
+
+def _fused(plan: RerankerPlan, make: Callable[[int], BaseNodePostprocessor]) -> BaseNodePostprocessor:
+    """``make(top_n)``, the LlamaIndex reranker; fused with the first stage when the config asks."""
+    w = plan.cfg.first_stage_weight
+    if w is None:
+        return make(plan.cfg.top_n)
+    return FusedReranker(inner=make(10**6), weight=w, top_n=plan.cfg.top_n)
+
+
 @RERANKERS.register("flag_embedding")
 def _flag(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
     try:
@@ -199,14 +232,16 @@ def _flag(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
             "reranker 'flag_embedding' needs llama-index-postprocessor-flag-embedding-reranker",
             hint="pip install -e '.[flag]' inside .venv",
         ) from None
-    return FlagEmbeddingReranker(model=plan.model.location, top_n=plan.cfg.top_n, use_fp16=plan.cfg.use_fp16)
+    return _fused(plan, lambda top_n: FlagEmbeddingReranker(model=plan.model.location, top_n=top_n,
+                                                             use_fp16=plan.cfg.use_fp16))
 
 
 @RERANKERS.register("sentence_transformer")
 def _st(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
     from llama_index.core.postprocessor import SentenceTransformerRerank
 
-    return SentenceTransformerRerank(model=plan.model.location, top_n=plan.cfg.top_n, device="cpu")
+    return _fused(plan, lambda top_n: SentenceTransformerRerank(model=plan.model.location, top_n=top_n,
+                                                                device="cpu"))
 
 
 @RERANKERS.register("llm_pointwise")
@@ -308,6 +343,9 @@ class Chain:
             return Ranked(self._sent(list(first)), low, suppress, None, None)
         t0 = time.perf_counter()
         candidates = KeepFirst(k=self.candidate_k).postprocess_nodes(first, query_bundle=query_bundle)
+        # copies: LlamaIndex's cross-encoder rerankers overwrite the scores of the nodes they get,
+        # and the first stage's scores are recorded after this
+        candidates = [NodeWithScore(node=n.node, score=n.score) for n in candidates]
         final = self.reranker.postprocess_nodes(candidates, query_bundle=query_bundle)
         decision = dict(self.reranker.last) if isinstance(self.reranker, AutoActivatedReranker) else None
         return Ranked(self._sent(final), low, suppress, decision, time.perf_counter() - t0)

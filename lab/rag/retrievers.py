@@ -24,6 +24,8 @@ import unicodedata
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.indices.vector_store.retrievers import VectorIndexRetriever
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
@@ -85,6 +87,19 @@ def weighted_fusion(dense: Sequence[tuple[str, float]], sparse: Sequence[tuple[s
         return (-t[1], -present, t[0])
 
     return sorted(fused, key=key)
+
+
+def zscores(values: Sequence[float]) -> np.ndarray:
+    """(x - mean) / sd over one question's candidates; a constant list z-scores to 0 each."""
+    x = np.asarray(values, dtype=np.float64)
+    sd = x.std() if len(x) else 0.0
+    return (x - x.mean()) / sd if sd > 0 else np.zeros_like(x)
+
+
+def z_fusion(scores: Sequence[float], first: Sequence[float], weight: float) -> list[float]:
+    """``z(scores) + weight * z(first)``: a second stage's scores fused with the first stage's, each
+    z-scored over the question's candidates, rounded so that float noise cannot reorder true ties."""
+    return [round(float(v), 12) for v in zscores(scores) + weight * zscores(first)]
 
 
 def rrf_fusion(lists: Sequence[Sequence[str]], rrf_k: int = 60) -> list[tuple[str, float]]:

@@ -40,7 +40,7 @@ from lab.faults import point
 from lab.models.resolve import model_fingerprint, resolve_hf_model
 from lab.models.tuned import CARD, QUESTIONS, tuned_dir, tuned_root
 from lab.progress import Ticker, duration
-from lab.tune.data import Prepared, dev_mrr, prepare
+from lab.tune.data import Prepared, dev_fusion, dev_mrr, dev_scores, pick_fusion, prepare
 from lab.tune.options import BASE_MODEL, LOSSES, TARGETS, TuneOptions
 from lab.tune.pairs import Passage, TrainQuestion, fingerprint
 
@@ -274,7 +274,15 @@ def tune(opts: TuneOptions) -> TuneResult:
                         f"{kept.name} is kept: the same command resumes from it" if kept else "no checkpoint yet")
             raise
     train_s = time.perf_counter() - t_train
-    after = dev_mrr(opts.target, model, prep, by_id, opts.show_progress) if prep.dev else None
+    dev: dict[str, Any] = {"n": len(prep.dev), "mrr_before": before, "mrr_after": None}
+    if prep.dev and opts.target == "reranker":
+        scores = dev_scores(model, prep, by_id)
+        dev["mrr_after"] = dev_mrr(opts.target, model, prep, by_id, opts.show_progress, scores)
+        dev["fusion"] = dev_fusion(prep, scores)
+        dev["first_stage_weight"] = pick_fusion(dev["mrr_after"], dev["fusion"])
+    elif prep.dev:
+        dev["mrr_after"] = dev_mrr(opts.target, model, prep, by_id, opts.show_progress)
+    after = dev["mrr_after"]
     card = {
         "name": opts.out, "target": opts.target, "base_model": BASE_MODEL, "base_fingerprint": model_fingerprint(base),
         "training_set": train_fp, "kb": prep.kb_fingerprint, "index": {"experiment": opts.index, "key": prep.index_key},
@@ -285,7 +293,7 @@ def tune(opts: TuneOptions) -> TuneResult:
         "wall_s": round(time.perf_counter() - t0, 1), "pairs_per_s": round(n_rows * hyper["epochs"] / train_s, 2)
         if not hyper["max_steps"] else round(output.global_step * hyper["batch_size"] / train_s, 2),
         "final_loss": losses[-1] if losses else float(output.training_loss), "mean_loss": float(output.training_loss),
-        "losses": losses, "dev": {"n": len(prep.dev), "mrr_before": before, "mrr_after": after},
+        "losses": losses, "dev": dev,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     path = save(model, card, prep, opts)
@@ -293,6 +301,11 @@ def tune(opts: TuneOptions) -> TuneResult:
     log.info("saved %s (%s, %s) in %s%s", path, card["fingerprint"], f"{card['steps']} steps",
              duration(card["wall_s"]),
              f"; dev MRR {before:.4f} -> {after:.4f} on {len(prep.dev)} questions" if before is not None else "")
+    if "fusion" in dev:
+        log.info("dev MRR fused with the first stage, z(model) + w * z(dense): %s; %s",
+                 ", ".join(f"w {w}: {v:.4f}" for w, v in dev["fusion"].items()),
+                 "the model alone does best" if dev["first_stage_weight"] is None
+                 else f"best w {dev['first_stage_weight']:g} (reranker.first_stage_weight in a config)")
     return TuneResult(path, card)
 
 
@@ -359,8 +372,13 @@ def model_card(card: dict) -> str:
     ]
     if dev.get("mrr_after") is not None:
         lines.append(f"| dev MRR | {dev['mrr_before']:.4f} before, {dev['mrr_after']:.4f} after ({dev['n']} questions) |")
+    if dev.get("fusion"):
+        lines.append("| dev MRR fused with the first stage | " + ", ".join(
+            f"w {w}: {v:.4f}" for w, v in dev["fusion"].items()) + " (z(model) + w * z(dense similarity)) |")
     name = card["name"]
+    w = dev.get("first_stage_weight")
     use = (f"reranker:\n  name: sentence_transformer   # or flag_embedding\n  model: tuned/{name}\n  top_n: 3"
+           + (f"\n  first_stage_weight: {w:g}   # picked on the dev split" if w is not None else "")
            if card["target"] == "reranker" else f"embedding:\n  model: tuned/{name}")
     lines += ["", "Use it in an experiment config:", "", "```yaml", use, "```", ""]
     return "\n".join(lines)

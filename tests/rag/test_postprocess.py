@@ -1,11 +1,14 @@
-"""Keyword-overlap rerank, auto-activation and the low-confidence guardrail, by hand."""
+"""Keyword-overlap rerank, a cross-encoder fused with the first stage, auto-activation and the
+low-confidence guardrail, by hand."""
 
 import pytest
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from lab.config import GuardrailConfig
-from lab.rag.postprocess import (AutoActivatedReranker, Chain, ChainPostprocessor, KeywordOverlapReranker, activation,
-                                   jaccard, low_confidence, words)
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+
+from lab.rag.postprocess import (AutoActivatedReranker, Chain, ChainPostprocessor, FusedReranker,
+                                   KeywordOverlapReranker, activation, jaccard, low_confidence, words)
 
 
 def nodes(*pairs):
@@ -94,3 +97,33 @@ def test_chain_without_reranker_or_guard_passes_first_stage_through():
     flagged_only = Chain(GuardrailConfig(min_top_score=0.3, suppress_generation=False), None, None)
     r = flagged_only.apply(nodes(("a", 0.1)), QueryBundle("q"))
     assert (r.low_confidence, r.suppress) == (True, False)  # flagged, still answered
+
+
+class Overwriting(BaseNodePostprocessor):
+    """Scores as LlamaIndex's cross-encoder rerankers do: on the nodes it is given, in place."""
+
+    def _postprocess_nodes(self, nodes, query_bundle=None):
+        for n in nodes:
+            n.score = {"n0": 3.0, "n1": 1.0, "n2": 2.0}[n.node.node_id]
+        return sorted(nodes, key=lambda n: -n.score)
+
+
+@pytest.mark.parametrize("weight, kept, scores", [
+    # z(inner) over 3, 1, 2: mean 2, sd sqrt(2/3) -> 1.2247, -1.2247, 0
+    # z(first) over 0.9, 0.8, 0.1: mean 0.6, sd sqrt(0.38/3) = 0.355903 -> 0.842927, 0.561951, -1.404879
+    (0.0, ["n0", "n2"], [1.224745, 0.0]),
+    (1.0, ["n0", "n1"], [2.067672, -0.662794]),  # 1.224745 + 0.842927; -1.224745 + 0.561951 beats 0 - 1.404879
+])
+def test_fused_reranker_orders_by_z_inner_plus_weighted_z_first(weight, kept, scores):
+    ns = nodes(("a", 0.9), ("b", 0.8), ("c", 0.1))
+    out = FusedReranker(inner=Overwriting(), weight=weight, top_n=2).postprocess_nodes(ns, query_bundle=QueryBundle("q"))
+    assert [n.node.node_id for n in out] == kept
+    assert [n.score for n in out] == pytest.approx(scores, abs=1e-6)
+    assert [n.score for n in ns] == [0.9, 0.8, 0.1]  # the first stage's scores, as recorded
+
+
+def test_the_chain_hands_the_reranker_copies_so_first_stage_scores_survive():
+    ns = nodes(("a", 0.9), ("b", 0.8), ("c", 0.1))
+    ranked = Chain(None, 3, Overwriting()).apply(ns, QueryBundle("q"))
+    assert [n.node.node_id for n in ranked.nodes] == ["n0", "n2", "n1"] and [n.score for n in ranked.nodes] == [3, 2, 1]
+    assert [n.score for n in ns] == [0.9, 0.8, 0.1]

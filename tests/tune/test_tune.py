@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from lab.models.tuned import CARD, QUESTIONS
+from lab.tune.data import pick_fusion
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 QUICK = ["--max-steps", "3", "--batch-size", "4", "--max-length", "64", "--no-progress"]
@@ -70,6 +71,10 @@ def test_the_folder_is_a_plain_hugging_face_model_with_its_card(world):
     assert len(trained) == q["train"]
     assert len(card["fingerprint"]) == 16 and len(card["training_set"]) == 16 and len(card["kb"]) == 64
     assert math.isfinite(card["final_loss"]) and card["dev"]["n"] == 2
+    # the dev split scored fused with the first stage at each weight, and the pick among them
+    dev = card["dev"]
+    assert list(dev["fusion"]) == ["0.25", "0.5", "1", "2"] and all(0 < v <= 1 for v in dev["fusion"].values())
+    assert dev["first_stage_weight"] == pick_fusion(dev["mrr_after"], dev["fusion"])
     assert "tuned/fixture-reranker" in (folder / "README.md").read_text()
     # nothing half-written beside it, and the checkpoints are gone once saved
     assert sorted(p.name for p in (cache / "tuned").iterdir() if p.name != ".work") == ["fixture-reranker"]
@@ -122,6 +127,34 @@ def test_a_config_uses_it_and_the_run_records_it(world, cli):
     samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 5 and all(len(s["retrieved"]) == 3 for s in samples)
     assert "fixture-reranker" in (run / "report.html").read_text()
+
+
+def test_a_fused_config_records_first_stage_scores_and_orders_by_both(world, cli):
+    project, cache = world
+    (project / "held.jsonl").write_text("".join(
+        line + "\n" for line in (project / "eval.jsonl").read_text().splitlines() if '"f2"' not in line))
+    experiments = project / "experiments"
+    (experiments / "small-vector6.yaml").write_text(
+        "schema_version: 1\nextends: small-retrieval\ndescription: fixture, vector top 6\n"
+        "retriever: {name: vector, top_k: 6}\n")
+    for name, w in (("small-fused0", 0), ("small-fused-far", 1000)):
+        (experiments / f"{name}.yaml").write_text(
+            f"schema_version: 1\nextends: small-tuned\ndescription: fixture, fused w {w}\nreranker: "
+            f"{{name: sentence_transformer, model: tuned/fixture-reranker, top_n: 3, first_stage_weight: {w}}}\n")
+    runs = {}
+    for name in ("small-vector6", "small-tuned", "small-fused0", "small-fused-far"):
+        code, out, err = cli("run", name, "--eval", "held.jsonl", "--reports", "fused", "--no-progress")
+        assert code == 0, err
+        run = sorted((project / "fused" / name).glob("2*"))[-1]
+        runs[name] = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
+    vector = {s["id"]: [(c["id"], c["score"]) for c in s["retrieved"]] for s in runs["small-vector6"]}
+    for name in ("small-tuned", "small-fused0", "small-fused-far"):
+        for s in runs[name]:  # the first stage's own scores, not the cross-encoder's
+            assert [(c["id"], c["score"]) for c in s["first_stage"]] == vector[s["id"]], name
+    ids = {name: {s["id"]: [c["id"] for c in s["retrieved"]] for s in samples} for name, samples in runs.items()}
+    assert ids["small-fused0"] == ids["small-tuned"]  # w 0: z(model) alone, the model's order
+    assert ids["small-fused-far"] == {q: v[:3] for q, v in ids["small-vector6"].items()}  # w 1000: the first stage's
+    assert ids["small-fused0"] != ids["small-fused-far"]
 
 
 def test_the_leakage_guard_refuses_its_own_training_questions(world, cli):

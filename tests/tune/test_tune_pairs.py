@@ -1,4 +1,5 @@
-"""Training questions, negatives and the leakage guard, checked by hand on tiny passages."""
+"""Training questions, negatives, the leakage guard and the dev split's fused MRR, checked by hand
+on tiny passages."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from lab.evalsets.leakage import overlaps
 from lab.tune.pairs import (Passage, TrainQuestion, candidate_sentences, fingerprint, mine_negatives,
                             pseudo_queries, span_questions)
 from lab.metrics.text import folded_text
+from lab.tune.data import Prepared, dev_fusion, dev_mrr, pick_fusion
 
 KILN = Passage("a", "products/ember.md", "# Ember 90 kiln\n\nThe Ember 90 costs 8,400 euros. It fires at 1,300 degrees "
                                          "in under six hours.\n\n| model | price |\n|---|---|\n| Ember | 8,400 |")
@@ -136,3 +138,21 @@ def test_every_training_question_sharing_a_held_out_span_is_found_one_by_one():
     held = [(7, "How much is the Ember 90?", ["The Ember 90 costs 8,400 euros."])]
     assert len(overlaps(train, held)) == 1
     assert [t["origin"] for t in train if overlaps([t], held)] == ["pseudo:a", "pseudo:c"]
+
+
+def test_dev_fusion_mrr_by_hand_and_the_weight_it_picks():
+    q1 = TrainQuestion("q1", ("b",), "", "pseudo", "pseudo")
+    q2 = TrainQuestion("q2", ("d",), "", "pseudo", "pseudo")
+    prep = Prepared([], [], [q1, q2], {"q1": ["a", "b", "c"], "q2": ["d", "e"]},
+                    dense_scores={"q1": [0.9, 0.8, 0.1], "q2": [0.5, 0.4]})
+    scores = [[3.0, 1.0, 2.0], [0.0, 1.0]]  # the cross-encoder's
+    assert dev_mrr("reranker", None, prep, {}, False) == (1 / 2 + 1) / 2  # the dense order
+    # the model alone: a c b (b at 3), e d (d at 2)
+    assert dev_mrr("reranker", object(), prep, {}, False, scores) == (1 / 3 + 1 / 2) / 2
+    # q1: z(model) 1.2247, -1.2247, 0 and z(dense) 0.8429, 0.5620, -1.4049: b passes c from w 1 on (by w 0.5
+    # it is -0.9437 against -0.7024); q2: z(model) -1, 1 and z(dense) 1, -1: d ties e at w 1 (stable: d)
+    fusion = dev_fusion(prep, scores)
+    assert fusion == {"0.25": (1 / 3 + 1 / 2) / 2, "0.5": (1 / 3 + 1 / 2) / 2, "1": (1 / 2 + 1) / 2,
+                      "2": (1 / 2 + 1) / 2}
+    assert pick_fusion((1 / 3 + 1 / 2) / 2, fusion) == 1.0  # the smaller of the two best
+    assert pick_fusion(0.75, fusion) is None  # the model alone does as well
