@@ -82,9 +82,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
         first = "first stage" if card["target"] == "reranker" else "base model"
         print(f"dev split ({dev['n']} questions, never trained on): MRR {dev['mrr_before']:.4f} ({first}) -> "
               f"{dev['mrr_after']:.4f} (tuned)")
+    w = dev.get("first_stage_weight")
+    if dev.get("fusion"):
+        print("dev split fused with the first stage, z(tuned) + w * z(dense): "
+              + ", ".join(f"w {k} {v:.4f}" for k, v in dev["fusion"].items())
+              + ("; the tuned model alone does best" if w is None else f"; best w {w:g}"))
     print(f"folder: {result.path}")
-    use = ("reranker: {name: sentence_transformer, model: tuned/%s, top_n: 3}" if card["target"] == "reranker"
-           else "embedding: {model: tuned/%s}") % card["name"]
+    fused = "" if w is None else f", first_stage_weight: {w:g}"
+    use = (f"reranker: {{name: sentence_transformer, model: tuned/{card['name']}, top_n: 3{fused}}}"
+           if card["target"] == "reranker" else f"embedding: {{model: tuned/{card['name']}}}")
     print(f"use it: {use}")
     return 0
 

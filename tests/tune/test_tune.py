@@ -4,6 +4,8 @@ rerankers, the leakage guard, determinism, resume after a kill, and bad input.""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import os
@@ -39,9 +41,12 @@ def world(tmp_path_factory):
     mp.chdir(project)
     from lab.cli import main
 
-    code = main(["tune", "reranker", "--index", "small-retrieval", "--train", "eval.jsonl", "--pseudo", "30",
-                 "--out", "fixture-reranker", *QUICK])
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(["tune", "reranker", "--index", "small-retrieval", "--train", "eval.jsonl", "--pseudo", "30",
+                     "--out", "fixture-reranker", *QUICK])
     assert code == 0
+    (root / "printed.txt").write_text(printed.getvalue())
     yield project, root / "cache"
     mp.undo()
 
@@ -75,6 +80,12 @@ def test_the_folder_is_a_plain_hugging_face_model_with_its_card(world):
     dev = card["dev"]
     assert list(dev["fusion"]) == ["0.25", "0.5", "1", "2"] and all(0 < v <= 1 for v in dev["fusion"].values())
     assert dev["first_stage_weight"] == pick_fusion(dev["mrr_after"], dev["fusion"])
+    printed = (cache.parent / "printed.txt").read_text()
+    fused = ", ".join(f"w {w} {v:.4f}" for w, v in dev["fusion"].items())
+    assert f"dev split fused with the first stage, z(tuned) + w * z(dense): {fused}; " in printed
+    w = dev["first_stage_weight"]
+    assert ("use it: reranker: {name: sentence_transformer, model: tuned/fixture-reranker, top_n: 3"
+            + ("}" if w is None else f", first_stage_weight: {w:g}}}")) in printed
     assert "tuned/fixture-reranker" in (folder / "README.md").read_text()
     # nothing half-written beside it, and the checkpoints are gone once saved
     assert sorted(p.name for p in (cache / "tuned").iterdir() if p.name != ".work") == ["fixture-reranker"]
