@@ -62,6 +62,7 @@ def add_parsers(sub: Any, common: Any) -> None:
 def cmd_tune(args: argparse.Namespace) -> int:
     import sys
 
+    from lab.tune.data import fusion_text
     from lab.tune.options import TuneOptions
     from lab.tune.train import tune
 
@@ -84,8 +85,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
               f"{dev['mrr_after']:.4f} (tuned)")
     w = dev.get("first_stage_weight")
     if dev.get("fusion"):
-        print("dev split fused with the first stage, z(tuned) + w * z(dense): "
-              + ", ".join(f"w {k} {v:.4f}" for k, v in dev["fusion"].items())
+        print(f"dev split fused with the first stage, z(tuned) + w * z(dense): {fusion_text(dev['fusion'])}"
               + ("; the tuned model alone does best" if w is None else f"; best w {w:g}"))
     print(f"folder: {result.path}")
     fused = "" if w is None else f", first_stage_weight: {w:g}"

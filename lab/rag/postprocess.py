@@ -279,7 +279,9 @@ def _doc_type_filter(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
 
 
 class KeepFirst(BaseNodePostprocessor):
-    """Keeps the first ``k`` nodes: the candidates a reranker scores (``candidate_k``)."""
+    """Keeps the first ``k`` nodes: the candidates a reranker scores (``candidate_k``), as copies:
+    LlamaIndex's cross-encoder rerankers overwrite the scores of the nodes they get, and the
+    evaluator records the first stage's scores after reranking."""
 
     k: int = Field(default=5)
 
@@ -290,7 +292,7 @@ class KeepFirst(BaseNodePostprocessor):
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        return list(nodes[: self.k])
+        return [NodeWithScore(node=n.node, score=n.score) for n in nodes[: self.k]]
 
 
 def build_reranker(plan: RerankerPlan | None, cache: Any) -> BaseNodePostprocessor | None:
@@ -343,9 +345,6 @@ class Chain:
             return Ranked(self._sent(list(first)), low, suppress, None, None)
         t0 = time.perf_counter()
         candidates = KeepFirst(k=self.candidate_k).postprocess_nodes(first, query_bundle=query_bundle)
-        # copies: LlamaIndex's cross-encoder rerankers overwrite the scores of the nodes they get,
-        # and the first stage's scores are recorded after this
-        candidates = [NodeWithScore(node=n.node, score=n.score) for n in candidates]
         final = self.reranker.postprocess_nodes(candidates, query_bundle=query_bundle)
         decision = dict(self.reranker.last) if isinstance(self.reranker, AutoActivatedReranker) else None
         return Ranked(self._sent(final), low, suppress, decision, time.perf_counter() - t0)

@@ -189,6 +189,11 @@ def dev_fusion(prep: Prepared, scores: list[list[float]]) -> dict[str, float]:
     return {f"{w:g}": _fused_mrr(prep, scores, w) for w in FUSION_WEIGHTS}
 
 
+def fusion_text(fusion: dict[str, float]) -> str:
+    """The dev fusion figures as the log, the model card and ``lab tune`` print them."""
+    return ", ".join(f"w {w}: {v:.4f}" for w, v in fusion.items())
+
+
 def pick_fusion(after: float, fusion: dict[str, float]) -> float | None:
     """The first-stage weight with the best dev MRR, or None when the cross-encoder alone does at
     least as well (ties go to the smaller weight)."""

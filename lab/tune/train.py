@@ -40,7 +40,7 @@ from lab.faults import point
 from lab.models.resolve import model_fingerprint, resolve_hf_model
 from lab.models.tuned import CARD, QUESTIONS, tuned_dir, tuned_root
 from lab.progress import Ticker, duration
-from lab.tune.data import Prepared, dev_fusion, dev_mrr, dev_scores, pick_fusion, prepare
+from lab.tune.data import Prepared, dev_fusion, dev_mrr, dev_scores, fusion_text, pick_fusion, prepare
 from lab.tune.options import BASE_MODEL, LOSSES, TARGETS, TuneOptions
 from lab.tune.pairs import Passage, TrainQuestion, fingerprint
 
@@ -303,7 +303,7 @@ def tune(opts: TuneOptions) -> TuneResult:
              f"; dev MRR {before:.4f} -> {after:.4f} on {len(prep.dev)} questions" if before is not None else "")
     if "fusion" in dev:
         log.info("dev MRR fused with the first stage, z(model) + w * z(dense): %s; %s",
-                 ", ".join(f"w {w}: {v:.4f}" for w, v in dev["fusion"].items()),
+                 fusion_text(dev["fusion"]),
                  "the model alone does best" if dev["first_stage_weight"] is None
                  else f"best w {dev['first_stage_weight']:g} (reranker.first_stage_weight in a config)")
     return TuneResult(path, card)
@@ -373,8 +373,8 @@ def model_card(card: dict) -> str:
     if dev.get("mrr_after") is not None:
         lines.append(f"| dev MRR | {dev['mrr_before']:.4f} before, {dev['mrr_after']:.4f} after ({dev['n']} questions) |")
     if dev.get("fusion"):
-        lines.append("| dev MRR fused with the first stage | " + ", ".join(
-            f"w {w}: {v:.4f}" for w, v in dev["fusion"].items()) + " (z(model) + w * z(dense similarity)) |")
+        lines.append(f"| dev MRR fused with the first stage | {fusion_text(dev['fusion'])} "
+                     "(z(model) + w * z(dense similarity)) |")
     name = card["name"]
     w = dev.get("first_stage_weight")
     use = (f"reranker:\n  name: sentence_transformer   # or flag_embedding\n  model: tuned/{name}\n  top_n: 3"

@@ -81,7 +81,7 @@ def test_the_folder_is_a_plain_hugging_face_model_with_its_card(world):
     assert list(dev["fusion"]) == ["0.25", "0.5", "1", "2"] and all(0 < v <= 1 for v in dev["fusion"].values())
     assert dev["first_stage_weight"] == pick_fusion(dev["mrr_after"], dev["fusion"])
     printed = (cache.parent / "printed.txt").read_text()
-    fused = ", ".join(f"w {w} {v:.4f}" for w, v in dev["fusion"].items())
+    fused = ", ".join(f"w {w}: {v:.4f}" for w, v in dev["fusion"].items())
     assert f"dev split fused with the first stage, z(tuned) + w * z(dense): {fused}; " in printed
     w = dev["first_stage_weight"]
     assert ("use it: reranker: {name: sentence_transformer, model: tuned/fixture-reranker, top_n: 3"
