@@ -11,7 +11,8 @@ from lab.cli import options
 
 EPILOG = """example: lab tune reranker --kb ~/docs --index turn18 --pseudo 1000 --holdout eval_sets/docs.jsonl \\
       --out reranker-semantic
-also:    lab tune embedding --kb ~/docs --train eval_sets/docs.jsonl --pseudo 500 --out docs-embed
+also:    lab tune reranker ... --first-stage hybrid-tuned   (the dev split over that config's retriever too)
+         lab tune embedding --kb ~/docs --train eval_sets/docs.jsonl --pseudo 500 --out docs-embed
 
 then name the model in a config:  reranker: {name: sentence_transformer, model: tuned/reranker-semantic}
                                   embedding: {model: tuned/docs-embed}
@@ -53,6 +54,11 @@ def add_parsers(sub: Any, common: Any) -> None:
     p.add_argument("--max-length", type=options.count, help="tokens per input (default: 256)")
     p.add_argument("--max-steps", type=options.count, help="stop after this many steps (a quick trial)")
     p.add_argument("--dev", type=float, default=0.1, help="share of questions held back and scored (default: 0.1)")
+    p.add_argument("--first-stage", action="append", default=[], metavar="NAME",
+                   help="reranker: also score the dev split over experiment NAME's own retriever and index (e.g. "
+                        "hybrid-tuned), fused at each weight, so the first_stage_weight picked fits that first "
+                        "stage; repeatable. An existing model trained with the same options is not retrained: "
+                        "only its dev split is scored again")
     p.add_argument("--seed", type=int, default=0, help="seed of questions, split and training (default: 0)")
     options.force(p, "the tuned model NAME")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (progress lines are logged instead)")
@@ -64,12 +70,13 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     from lab.tune.data import fusion_text
     from lab.tune.options import TuneOptions
+    from lab.tune.stages import first_stage_text
     from lab.tune.train import tune
 
     opts = TuneOptions(
         target=args.target, out=args.out, kb=str(args.kb) if args.kb else None, index=args.index, train=args.train,
         pseudo=args.pseudo, cloze=args.cloze, holdout=args.holdout, negatives=args.negatives, random_negatives=args.random_negatives, loss=args.loss, epochs=args.epochs,
-        lr=args.lr, batch_size=args.batch_size, max_length=args.max_length, max_steps=args.max_steps, dev=args.dev,
+        lr=args.lr, batch_size=args.batch_size, max_length=args.max_length, max_steps=args.max_steps, dev=args.dev, first_stage=args.first_stage,
         seed=args.seed, force=args.force, show_progress=not args.no_progress and sys.stderr.isatty(),
         experiments_dir=args.experiments)
     result = tune(opts)
@@ -77,7 +84,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     q = card["questions"]
     print(f"tuned/{card['name']}: {card['target']} from {card['base_model']}, {card['steps']} steps on "
           f"{q['train']} questions ({q['generated']} from eval sets, {q['pseudo']} pseudo-queries), "
-          f"{card['wall_s']:.0f} s")
+          f"{card['wall_s']:.0f} s" + (" (not retrained now: the same questions and hyperparameters; its dev split "
+                                 "was scored again)" if result.rescored else ""))
     dev = card["dev"]
     if dev["mrr_after"] is not None:
         first = "first stage" if card["target"] == "reranker" else "base model"
@@ -87,6 +95,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if dev.get("fusion"):
         print(f"dev split fused with the first stage, z(tuned) + w * z(dense): {fusion_text(dev['fusion'])}"
               + ("; the tuned model alone does best" if w is None else f"; best w {w:g}"))
+    for name, stage in (dev.get("first_stages") or {}).items():
+        print(f"dev split over {first_stage_text(name, stage)}")
     print(f"folder: {result.path}")
     fused = "" if w is None else f", first_stage_weight: {w:g}"
     use = (f"reranker: {{name: sentence_transformer, model: tuned/{card['name']}, top_n: 3{fused}}}"

@@ -70,7 +70,7 @@ def prepare(opts: TuneOptions) -> Prepared:
     plans = resolve_models(cfg, root)
     cache_root = opts.cache_root or cache_dir()
     pipe = open_pipeline(cfg, plans, root, cache_root, opts.show_progress)
-    passages = _passages(pipe.handle)
+    passages = passages_of(pipe.handle)
     by_id = {p.id: p for p in passages}
     questions, skipped = span_questions(rows, passages)
     pseudo = pseudo_queries(passages, opts.pseudo, opts.seed, opts.cloze)
@@ -142,7 +142,7 @@ def random_negatives(q: TrainQuestion, passages: Sequence[Passage], folded: dict
     return out
 
 
-def _passages(handle: Any) -> list[Passage]:
+def passages_of(handle: Any) -> list[Passage]:
     table = handle.index.vector_store.table
     data = table.to_arrow()
     ids = data.column("id").to_pylist()
@@ -163,7 +163,7 @@ def dev_mrr(target: str, model: Any, prep: Prepared, by_id: dict[str, Passage], 
     else computed here). Embedding: every passage, by the base model's vectors (``model`` None: the
     index's own order) or the tuned model's."""
     if model is None:
-        return float(np.mean([_rr(prep.dense[q.text], q.positives) for q in prep.dev]))
+        return float(np.mean([reciprocal_rank(prep.dense[q.text], q.positives) for q in prep.dev]))
     if target == "reranker":
         return _fused_mrr(prep, scores if scores is not None else dev_scores(model, prep, by_id), None)
     ids = [p.id for p in prep.passages]
@@ -173,7 +173,7 @@ def dev_mrr(target: str, model: Any, prep: Prepared, by_id: dict[str, Passage], 
     rrs = []
     for q, row in zip(prep.dev, sims):
         ranked = [ids[i] for i in np.argsort(-row)[:CANDIDATES]]
-        rrs.append(_rr(ranked, q.positives))
+        rrs.append(reciprocal_rank(ranked, q.positives))
     return float(np.mean(rrs))
 
 
@@ -205,18 +205,25 @@ def pick_fusion(after: float, fusion: dict[str, float]) -> float | None:
 
 
 def _fused_mrr(prep: Prepared, scores: list[list[float]], weight: float | None) -> float:
+    return fused_mrr([prep.dense[q.text] for q in prep.dev], [q.positives for q in prep.dev], scores,
+                     [prep.dense_scores[q.text] for q in prep.dev], weight)
+
+
+def fused_mrr(candidates: Sequence[Sequence[str]], positives: Sequence[Sequence[str]], scores: Sequence[Sequence[float]],
+              first: Sequence[Sequence[float]], weight: float | None) -> float:
+    """MRR of each question's candidates ordered by the model's ``scores`` (``weight`` None), or by
+    z(scores) + weight * z(first-stage scores), as a run with ``first_stage_weight`` orders them."""
     from lab.rag.retrievers import z_fusion  # the fusion a run does with first_stage_weight
 
     rrs = []
-    for q, s in zip(prep.dev, scores):
-        cands = prep.dense[q.text]
-        order = s if weight is None else z_fusion(s, prep.dense_scores[q.text], weight)
+    for cands, pos, s, f in zip(candidates, positives, scores, first):
+        order = s if weight is None else z_fusion(s, f, weight)
         ranked = [cands[i] for i in sorted(range(len(cands)), key=lambda i: -order[i])]  # stable
-        rrs.append(_rr(ranked, q.positives))
+        rrs.append(reciprocal_rank(ranked, pos))
     return float(np.mean(rrs))
 
 
-def _rr(ranked: Sequence[str], positives: Sequence[str]) -> float:
+def reciprocal_rank(ranked: Sequence[str], positives: Sequence[str]) -> float:
     for i, pid in enumerate(ranked):
         if pid in positives:
             return 1.0 / (i + 1)

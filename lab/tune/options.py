@@ -35,6 +35,7 @@ class TuneOptions:
     max_length: int | None = None
     max_steps: int | None = None
     dev: float = 0.1
+    first_stage: Sequence[str] = ()  # configs whose retrievers the dev split also goes through (reranker)
     seed: int = 0
     force: bool = False
     save_every: int | None = None  # steps between checkpoints (default: a tenth of the run)

@@ -38,9 +38,10 @@ from typing import Any, Sequence
 from lab.errors import ConfigError, LabError
 from lab.faults import point
 from lab.models.resolve import model_fingerprint, resolve_hf_model
-from lab.models.tuned import CARD, QUESTIONS, tuned_dir, tuned_root
+from lab.models.tuned import CARD, QUESTIONS, read_card, tuned_dir, tuned_root
 from lab.progress import Ticker, duration
-from lab.tune.data import Prepared, dev_fusion, dev_mrr, dev_scores, fusion_text, pick_fusion, prepare
+from lab.tune.data import Prepared, dev_mrr, fusion_text, prepare
+from lab.tune.stages import first_stage_text, log_dev, score_dev
 from lab.tune.options import BASE_MODEL, LOSSES, TARGETS, TuneOptions
 from lab.tune.pairs import Passage, TrainQuestion, fingerprint
 
@@ -64,8 +65,16 @@ def check_options(opts: TuneOptions) -> None:
                           hint="e.g. lab tune reranker --kb my-docs --pseudo 1000 --out my-reranker")
     if not 0 <= opts.dev < 0.9:
         raise ConfigError(f"--dev {opts.dev}: the dev share is between 0 and 0.9", hint="e.g. --dev 0.1")
+    if opts.first_stage and opts.target != "reranker":
+        raise ConfigError("--first-stage scores a reranker's dev split over another first stage; an embedding "
+                          "model is the first stage", hint="drop --first-stage, or tune a reranker")
+    if opts.first_stage:
+        from lab.config import load_experiment, run_overrides
+
+        for stage in opts.first_stage:  # a missing or bad config stops here, before any work
+            load_experiment(stage, opts.experiments_dir, run_overrides(opts.kb, None))
     target = tuned_dir(name, opts.cache_root)
-    if target.exists() and not opts.force:
+    if target.exists() and not opts.force and not opts.first_stage:  # --first-stage: maybe rescored only
         raise ConfigError(f"a tuned model {name!r} exists already ({target})",
                           hint=f"pass --force to replace it, or choose another --out; configs naming tuned/{name} "
                                "would use the new weights (their indexes are keyed by them)")
@@ -229,6 +238,7 @@ def weights_sha(folder: Path) -> str:
 class TuneResult:
     path: Path
     card: dict
+    rescored: bool = False  # an existing model, not retrained: its dev split scored again
 
 
 def tune(opts: TuneOptions) -> TuneResult:
@@ -242,6 +252,17 @@ def tune(opts: TuneOptions) -> TuneResult:
     base = base_location()
     run_key = hashlib.sha256(json.dumps([opts.target, train_fp, hyper, model_fingerprint(base)],
                                         sort_keys=True).encode()).hexdigest()[:12]
+    target = tuned_dir(opts.out, opts.cache_root)
+    if target.exists() and not opts.force:  # only with --first-stage (check_options)
+        existing = read_card(target) or {}
+        same = (existing.get("training_set") == train_fp and existing.get("hyperparameters") == hyper
+                and existing.get("base_fingerprint") == model_fingerprint(base) and existing.get("target") == opts.target)
+        if not same:
+            raise ConfigError(f"a tuned model {opts.out!r} exists already ({target}), trained on other questions or "
+                              "hyperparameters, so its dev split cannot be scored again without retraining",
+                              hint="pass --force to retrain it, or give the options it was tuned with "
+                                   f"({target / 'README.md'})")
+        return _rescore(target, existing, prep, by_id, opts)
     root = tuned_root(opts.cache_root)
     work = root / ".work" / f"{opts.out}-{run_key}"
     work.mkdir(parents=True, exist_ok=True)
@@ -274,14 +295,7 @@ def tune(opts: TuneOptions) -> TuneResult:
                         f"{kept.name} is kept: the same command resumes from it" if kept else "no checkpoint yet")
             raise
     train_s = time.perf_counter() - t_train
-    dev: dict[str, Any] = {"n": len(prep.dev), "mrr_before": before, "mrr_after": None}
-    if prep.dev and opts.target == "reranker":
-        scores = dev_scores(model, prep, by_id)
-        dev["mrr_after"] = dev_mrr(opts.target, model, prep, by_id, opts.show_progress, scores)
-        dev["fusion"] = dev_fusion(prep, scores)
-        dev["first_stage_weight"] = pick_fusion(dev["mrr_after"], dev["fusion"])
-    elif prep.dev:
-        dev["mrr_after"] = dev_mrr(opts.target, model, prep, by_id, opts.show_progress)
+    dev = score_dev(model, prep, by_id, opts, before)
     after = dev["mrr_after"]
     card = {
         "name": opts.out, "target": opts.target, "base_model": BASE_MODEL, "base_fingerprint": model_fingerprint(base),
@@ -301,12 +315,27 @@ def tune(opts: TuneOptions) -> TuneResult:
     log.info("saved %s (%s, %s) in %s%s", path, card["fingerprint"], f"{card['steps']} steps",
              duration(card["wall_s"]),
              f"; dev MRR {before:.4f} -> {after:.4f} on {len(prep.dev)} questions" if before is not None else "")
-    if "fusion" in dev:
-        log.info("dev MRR fused with the first stage, z(model) + w * z(dense): %s; %s",
-                 fusion_text(dev["fusion"]),
-                 "the model alone does best" if dev["first_stage_weight"] is None
-                 else f"best w {dev['first_stage_weight']:g} (reranker.first_stage_weight in a config)")
+    log_dev(dev)
     return TuneResult(path, card)
+
+
+def _rescore(target: Path, card: dict, prep: Prepared, by_id: dict[str, Passage], opts: TuneOptions) -> TuneResult:
+    """The model exists, trained on the same questions with the same hyperparameters: score its dev
+    split again (with ``--first-stage``) and rewrite its card in place; the weights are untouched,
+    so its fingerprint, and every index and cache key naming it, stay as they were."""
+    from sentence_transformers.cross_encoder import CrossEncoder
+
+    log.info("tuned/%s exists, trained on these questions with these hyperparameters: not retrained; scoring "
+             "its dev split again", opts.out)
+    model = CrossEncoder(str(target), device="cpu", local_files_only=True)
+    before = dev_mrr(opts.target, None, prep, by_id, opts.show_progress) if prep.dev else None
+    card = dict(card, dev=score_dev(model, prep, by_id, opts, before))
+    for name, text in ((CARD, json.dumps(card, indent=2) + "\n"), ("README.md", model_card(card))):
+        tmp = target / f".{name}.tmp-{os.getpid()}"
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, target / name)
+    log_dev(card["dev"])
+    return TuneResult(target, card, rescored=True)
 
 
 def _last_checkpoint(folder: Path) -> Path | None:
@@ -375,6 +404,8 @@ def model_card(card: dict) -> str:
     if dev.get("fusion"):
         lines.append(f"| dev MRR fused with the first stage | {fusion_text(dev['fusion'])} "
                      "(z(model) + w * z(dense similarity)) |")
+    for stage_name, stage in (dev.get("first_stages") or {}).items():
+        lines.append(f"| dev MRR over another first stage | {first_stage_text(stage_name, stage)} |")
     name = card["name"]
     w = dev.get("first_stage_weight")
     use = (f"reranker:\n  name: sentence_transformer   # or flag_embedding\n  model: tuned/{name}\n  top_n: 3"

@@ -168,6 +168,48 @@ def test_a_fused_config_records_first_stage_scores_and_orders_by_both(world, cli
     assert ids["small-fused0"] != ids["small-fused-far"]
 
 
+def test_first_stage_scores_the_dev_split_over_a_configs_retriever_without_retraining(world, cli):
+    project, cache = world
+    folder = cache / "tuned" / "fixture-reranker"
+    before = json.loads((folder / CARD).read_text())
+    weights = (folder / "model.safetensors").stat().st_mtime_ns
+    (project / "experiments" / "small-vector20.yaml").write_text(
+        "schema_version: 1\nextends: small-retrieval\ndescription: fixture, vector top 20\n"
+        "retriever: {name: vector, top_k: 20}\n")
+    same = ["reranker", "--index", "small-retrieval", "--train", "eval.jsonl", "--pseudo", "30", "--out",
+            "fixture-reranker"]
+    code, out, err = _tune(cli, *same, "--first-stage", "small-vector20", "--first-stage", "small-hybrid")
+    assert code == 0, err
+    assert "(not retrained now: the same questions and hyperparameters; its dev split was scored again)" in out
+    card = json.loads((folder / CARD).read_text())
+    assert (folder / "model.safetensors").stat().st_mtime_ns == weights  # the weights untouched
+    assert {k: v for k, v in card.items() if k != "dev"} == {k: v for k, v in before.items() if k != "dev"}
+    dev, stages = card["dev"], card["dev"]["first_stages"]
+    assert {k: dev[k] for k in ("n", "mrr_before", "mrr_after", "fusion", "first_stage_weight")} == {
+        k: before["dev"][k] for k in ("n", "mrr_before", "mrr_after", "fusion", "first_stage_weight")}
+    # the same index's dense top 20 is the dev split's own first stage: the same figures by the other path
+    vec = stages["small-vector20"]
+    assert (vec["retriever"], vec["top_k"], vec["n"], vec["left_out"]) == ("vector", 20, 2, 0)
+    assert vec["mrr_first_stage"] == pytest.approx(dev["mrr_before"]) and vec["mrr_after"] == pytest.approx(
+        dev["mrr_after"])
+    assert vec["fusion"] == pytest.approx(dev["fusion"]) and vec["first_stage_weight"] == dev["first_stage_weight"]
+    hyb = stages["small-hybrid"]
+    assert (hyb["retriever"], hyb["top_k"], hyb["n"] + hyb["left_out"]) == ("hybrid", 3, 2)
+    assert list(hyb["fusion"]) == ["0.25", "0.5", "1", "2"]
+    assert hyb["first_stage_weight"] == pick_fusion(hyb["mrr_after"], hyb["fusion"])
+    assert "dev split over small-hybrid's first stage (hybrid top 3;" in out
+    assert "| dev MRR over another first stage | small-vector20's first stage" in (folder / "README.md").read_text()
+    # other options than the model was trained with: no silent retraining, and no rescoring either
+    code, out, err = _tune(cli, "reranker", "--index", "small-retrieval", "--pseudo", "5", "--out", "fixture-reranker",
+                           "--first-stage", "small-hybrid")
+    assert code == 2 and "trained on other questions or hyperparameters" in err and "--force" in err
+    code, out, err = _tune(cli, *same, "--first-stage", "no-such-config")
+    assert code == 2 and "no-such-config" in err
+    code, out, err = _tune(cli, "embedding", "--pseudo", "5", "--out", "x", "--first-stage", "small-hybrid")
+    assert code == 2 and "an embedding model is the first stage" in err
+    assert json.loads((folder / CARD).read_text()) == card and not (cache / "tuned" / "x").exists()
+
+
 def test_the_leakage_guard_refuses_its_own_training_questions(world, cli):
     project, cache = world
     # f2 was a training question: the full eval set overlaps

@@ -156,3 +156,18 @@ def test_dev_fusion_mrr_by_hand_and_the_weight_it_picks():
                       "2": (1 / 2 + 1) / 2}
     assert pick_fusion((1 / 3 + 1 / 2) / 2, fusion) == 1.0  # the smaller of the two best
     assert pick_fusion(0.75, fusion) is None  # the model alone does as well
+
+
+def test_a_first_stage_line_says_when_the_first_stage_alone_does_better():
+    from lab.tune.stages import first_stage_text
+
+    stage = {"retriever": "hybrid", "top_k": 20, "n": 98, "left_out": 2, "mrr_first_stage": 0.9567,
+             "mrr_after": 0.7946, "fusion": {"0.25": 0.886, "0.5": 0.9148, "1": 0.9426, "2": 0.9475},
+             "first_stage_weight": 2.0}
+    assert first_stage_text("h", stage) == (
+        "h's first stage (hybrid top 20; 98 dev questions, 2 left out: span cut by its chunks): first stage 0.9567, "
+        "tuned alone 0.7946, fused w 0.25: 0.8860, w 0.5: 0.9148, w 1: 0.9426, w 2: 0.9475; best w 2; the first "
+        "stage alone does better still")
+    stage.update(mrr_first_stage=0.8642, left_out=0)
+    assert first_stage_text("h", stage).endswith("98 dev questions): first stage 0.8642, tuned alone 0.7946, fused "
+                                                 "w 0.25: 0.8860, w 0.5: 0.9148, w 1: 0.9426, w 2: 0.9475; best w 2")
