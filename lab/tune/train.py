@@ -41,9 +41,9 @@ from lab.models.resolve import model_fingerprint, resolve_hf_model
 from lab.models.tuned import CARD, QUESTIONS, read_card, tuned_dir, tuned_root
 from lab.progress import Ticker, duration
 from lab.tune.data import Prepared, dev_mrr, fusion_text, prepare
-from lab.tune.stages import first_stage_text, log_dev, score_dev
 from lab.tune.options import BASE_MODEL, LOSSES, TARGETS, TuneOptions
 from lab.tune.pairs import Passage, TrainQuestion, fingerprint
+from lab.tune.stages import first_stage_text, log_dev, score_dev
 
 log = logging.getLogger(__name__)
 
