@@ -7,7 +7,9 @@ first stage is another (hybrid, BM25, other chunks) orders other candidates by o
 the dev questions go through that config's own retriever, over its own index, and the model's
 scores are fused with the scores that retriever gives, as a run with ``first_stage_weight`` does.
 A dev question's positives there are the chunks of that index holding its span; a question whose
-span no chunk holds whole (cut by a chunk boundary) is left out and counted.
+span no chunk holds whole (cut by a chunk boundary) is left out and counted, and so is one that a
+tuned bi-encoder of that first stage was trained on (same question or same span): its rank there
+would be the training's, not the first stage's.
 """
 
 from __future__ import annotations
@@ -79,10 +81,14 @@ def first_stage_dev(name: str, model: Any, dev: Sequence[TrainQuestion], opts: T
     if retriever_cfg.name in ("bm25", "hybrid"):
         ensure_fts(pipe.handle, cache_root)
     retriever = build_retriever(retriever_cfg, pipe.handle.index, pipe.embed_model)
-    kept = [(q, tuple(p.id for p in passages if q.span and q.span in folded[p.id])) for q in dev]
+    seen = _trained_on(cfg.embedding.model, opts)
+    fresh = [q for q in dev if folded_text(q.text) not in seen and q.span not in seen]
+    kept = [(q, tuple(p.id for p in passages if q.span and q.span in folded[p.id])) for q in fresh]
     kept = [(q, pos) for q, pos in kept if pos]
     out: dict[str, Any] = {"retriever": retriever_cfg.name, "top_k": retriever_cfg.top_k, "n": len(kept),
-                           "left_out": len(dev) - len(kept)}
+                           "left_out": len(fresh) - len(kept)}
+    if seen:
+        out["trained_on"] = len(dev) - len(fresh)
     if not kept:
         return out | {"mrr_first_stage": None, "mrr_after": None, "fusion": {}, "first_stage_weight": None}
     texts = [q.text for q, _ in kept]
@@ -100,9 +106,22 @@ def first_stage_dev(name: str, model: Any, dev: Sequence[TrainQuestion], opts: T
                   "first_stage_weight": pick_fusion(after, fusion)}
 
 
+def _trained_on(model: str, opts: TuneOptions) -> set[str]:
+    """The folded texts and spans of the training questions of a tuned embedding model (empty for
+    any other model)."""
+    from lab.models.tuned import is_tuned, training_questions, tuned_dir
+
+    if not is_tuned(model):
+        return set()
+    rows = training_questions(tuned_dir(model, opts.cache_root))
+    return ({folded_text(r.get("text") or "") for r in rows} | {r["span"] for r in rows if r.get("span")}) - {""}
+
+
 def first_stage_text(name: str, stage: dict[str, Any]) -> str:
     """One line on a first stage's dev figures, as the log, the card and ``lab tune`` print them."""
     head = f"{name}'s first stage ({stage['retriever']} top {stage['top_k']}; {stage['n']} dev questions"
+    if stage.get("trained_on"):
+        head += f", {stage['trained_on']} left out: its bi-encoder trained on them"
     head += f", {stage['left_out']} left out: span cut by its chunks)" if stage["left_out"] else ")"
     if stage["mrr_after"] is None:
         return head + ": no dev question has its span in one of its chunks"
