@@ -49,15 +49,10 @@ def prepare(opts: TuneOptions) -> Prepared:
     from llama_index.core.schema import QueryBundle
 
     from lab.config import BM25Retriever, VectorRetriever, load_experiment, run_overrides
-    from lab.paths import cache_dir
     from lab.rag.index import ensure_fts
-    from lab.rag.pipeline import open_pipeline, resolve_models
     from lab.rag.retrievers import build_retriever
 
     cfg = load_experiment(opts.index, opts.experiments_dir, run_overrides(opts.kb, None))
-    cfg = cfg.model_copy(update={"generation": None, "judge": None, "reranker": None, "query": None,
-                                 "ragas": None, "caches": None})
-    root = opts.experiments_dir.resolve().parent
     # every input is read before the index is opened: a bad row stops in a second
     rows: list[tuple[str, dict]] = []
     for path in opts.train:
@@ -67,9 +62,7 @@ def prepare(opts: TuneOptions) -> Prepared:
     for path in opts.holdout:
         es = load_eval_set(Path(path), None)
         held += [(r._line, r.question, [x.content for x in r.references or []]) for r in es.rows]
-    plans = resolve_models(cfg, root)
-    cache_root = opts.cache_root or cache_dir()
-    pipe = open_pipeline(cfg, plans, root, cache_root, opts.show_progress)
+    pipe, cache_root = open_index(cfg, opts)
     passages = passages_of(pipe.handle)
     by_id = {p.id: p for p in passages}
     questions, skipped = span_questions(rows, passages)
@@ -93,11 +86,9 @@ def prepare(opts: TuneOptions) -> Prepared:
                           "the chunks, or overlapped --holdout)",
                           hint="add --pseudo N, or give --train an eval set made by lab generate on these documents")
     # candidates: dense (one batched LanceDB search) and BM25, for every question
-    texts = [q.text for q in questions]
-    vectors = pipe.embed_model.encode(texts, pipe.embed_model.query_prefix, show_progress=opts.show_progress)
     k = min(CANDIDATES, len(passages))
     dense_r = build_retriever(VectorRetriever(name="vector", top_k=k), pipe.handle.index, pipe.embed_model)
-    dense_nodes = dense_r.retrieve_many([QueryBundle(query_str=t, embedding=v.tolist()) for t, v in zip(texts, vectors)])
+    dense_nodes = search(pipe, dense_r, [q.text for q in questions], opts.show_progress)
     ensure_fts(pipe.handle, cache_root)
     sparse_r = build_retriever(BM25Retriever(name="bm25", top_k=k), pipe.handle.index, pipe.embed_model)
     folded = {p.id: folded_text(p.text) for p in passages}
@@ -123,6 +114,27 @@ def prepare(opts: TuneOptions) -> Prepared:
                    "negatives": sum(len(q.negatives) for q in train)})
     return Prepared(passages, train, dev, dense, counts, pipe.handle.manifest.get("corpus_hash", ""), pipe.handle.key,
                     dense_scores)
+
+
+def open_index(cfg: Any, opts: TuneOptions) -> tuple[Any, Path]:
+    """The pipeline of experiment ``cfg`` for retrieval alone (its index built or reused, no LLM),
+    and the cache root."""
+    from lab.paths import cache_dir
+    from lab.rag.pipeline import open_pipeline, resolve_models
+
+    cfg = cfg.model_copy(update={"generation": None, "judge": None, "reranker": None, "query": None,
+                                 "ragas": None, "caches": None})
+    root = opts.experiments_dir.resolve().parent
+    cache_root = opts.cache_root or cache_dir()
+    return open_pipeline(cfg, resolve_models(cfg, root), root, cache_root, opts.show_progress), cache_root
+
+
+def search(pipe: Any, retriever: Any, texts: Sequence[str], show_progress: bool) -> list[list[Any]]:
+    """Each text's candidates from ``retriever``: the questions embedded in one batch, searched in one."""
+    from llama_index.core.schema import QueryBundle
+
+    vectors = pipe.embed_model.encode(list(texts), pipe.embed_model.query_prefix, show_progress=show_progress)
+    return retriever.retrieve_many([QueryBundle(query_str=t, embedding=v.tolist()) for t, v in zip(texts, vectors)])
 
 
 def random_negatives(q: TrainQuestion, passages: Sequence[Passage], folded: dict[str, str], n: int,

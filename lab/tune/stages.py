@@ -20,7 +20,7 @@ from typing import Any, Sequence
 from lab.errors import ConfigError
 from lab.metrics.text import folded_text
 from lab.tune.data import (FUSION_WEIGHTS, Prepared, dev_fusion, dev_mrr, dev_scores, fused_mrr, fusion_text,
-                           passages_of, pick_fusion, reciprocal_rank)
+                           open_index, passages_of, pick_fusion, reciprocal_rank, search)
 from lab.tune.options import TuneOptions
 from lab.tune.pairs import Passage, TrainQuestion
 
@@ -56,12 +56,8 @@ def log_dev(dev: dict) -> None:
 def first_stage_dev(name: str, model: Any, dev: Sequence[TrainQuestion], opts: TuneOptions) -> dict[str, Any]:
     """Dev MRR over config ``name``'s first stage: the first stage alone, the model alone, and
     fused at each weight of :data:`FUSION_WEIGHTS`, with the pick (None: the model alone)."""
-    from llama_index.core.schema import QueryBundle
-
     from lab.config import load_experiment, run_overrides
-    from lab.paths import cache_dir
     from lab.rag.index import ensure_fts
-    from lab.rag.pipeline import open_pipeline, resolve_models
     from lab.rag.retrievers import build_retriever
 
     cfg = load_experiment(name, opts.experiments_dir, run_overrides(opts.kb, None))
@@ -70,11 +66,7 @@ def first_stage_dev(name: str, model: Any, dev: Sequence[TrainQuestion], opts: T
                           "retrieving, which the dev split does not do",
                           hint="name a config with the same retriever and no query: section")
     retriever_cfg = cfg.retriever
-    cfg = cfg.model_copy(update={"generation": None, "judge": None, "reranker": None, "query": None,
-                                 "ragas": None, "caches": None})
-    root = opts.experiments_dir.resolve().parent
-    cache_root = opts.cache_root or cache_dir()
-    pipe = open_pipeline(cfg, resolve_models(cfg, root), root, cache_root, opts.show_progress)
+    pipe, cache_root = open_index(cfg, opts)
     passages = passages_of(pipe.handle)
     by_id = {p.id: p for p in passages}
     folded = {p.id: folded_text(p.text) for p in passages}
@@ -91,9 +83,7 @@ def first_stage_dev(name: str, model: Any, dev: Sequence[TrainQuestion], opts: T
         out["trained_on"] = len(dev) - len(fresh)
     if not kept:
         return out | {"mrr_first_stage": None, "mrr_after": None, "fusion": {}, "first_stage_weight": None}
-    texts = [q.text for q, _ in kept]
-    vectors = pipe.embed_model.encode(texts, pipe.embed_model.query_prefix, show_progress=opts.show_progress)
-    results = retriever.retrieve_many([QueryBundle(query_str=t, embedding=v.tolist()) for t, v in zip(texts, vectors)])
+    results = search(pipe, retriever, [q.text for q, _ in kept], opts.show_progress)
     candidates = [[n.node.node_id for n in nodes] for nodes in results]
     first = [[float(n.score or 0.0) for n in nodes] for nodes in results]
     positives = [pos for _, pos in kept]

@@ -65,12 +65,12 @@ def check_options(opts: TuneOptions) -> None:
                           hint="e.g. lab tune reranker --kb my-docs --pseudo 1000 --out my-reranker")
     if not 0 <= opts.dev < 0.9:
         raise ConfigError(f"--dev {opts.dev}: the dev share is between 0 and 0.9", hint="e.g. --dev 0.1")
-    if opts.first_stage and opts.target != "reranker":
-        raise ConfigError("--first-stage scores a reranker's dev split over another first stage; an embedding "
-                          "model is the first stage", hint="drop --first-stage, or tune a reranker")
     if opts.first_stage:
         from lab.config import load_experiment, run_overrides
 
+        if opts.target != "reranker":
+            raise ConfigError("--first-stage scores a reranker's dev split over another first stage; an embedding "
+                              "model is the first stage", hint="drop --first-stage, or tune a reranker")
         for stage in opts.first_stage:  # a missing or bad config stops here, before any work
             load_experiment(stage, opts.experiments_dir, run_overrides(opts.kb, None))
     target = tuned_dir(name, opts.cache_root)
