@@ -27,7 +27,7 @@ def lint(project: Path) -> subprocess.CompletedProcess:
 def test_the_import_contracts_hold():
     out = lint(ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "Contracts: 9 kept, 0 broken" in out.stdout
+    assert "Contracts: 10 kept, 0 broken" in out.stdout
 
 
 def lint_with(tmp_path: Path, module: str, line: str) -> subprocess.CompletedProcess:
@@ -45,6 +45,16 @@ def test_an_upward_import_breaks_the_contract(tmp_path):
     assert out.returncode == 1
     assert re.search(r"Contracts: \d kept, [1-9] broken", out.stdout), out.stdout
     assert "lab.config.load -> lab.eval.runner" in out.stdout
+
+
+def test_the_evidence_imports_nothing_above_the_kernel(tmp_path):
+    """lab.evidence sits on the ground floor with the caches and paths, yet may not import even
+    them: text rules and the holds rule do no I/O. A module of the same floor breaks the
+    evidence contract alone (the layers contract allows it)."""
+    out = lint_with(tmp_path, "evidence/holds.py", "import lab.paths")
+    assert out.returncode == 1
+    assert "Contracts: 9 kept, 1 broken" in out.stdout, out.stdout
+    assert "lab.evidence.holds -> lab.paths" in out.stdout
 
 
 def _cycles(graph: grimp.ImportGraph, modules: set[str]) -> list[list[str]]:

@@ -18,23 +18,24 @@ from typing import Any, Sequence
 from llama_index.core.schema import NodeWithScore
 
 from lab.evalsets.evalset import EvalRow
+from lab.evidence.holds import Evidence, Passage, first_holding, holds
+from lab.evidence.text import fold
 from lab.metrics.funnel import MAX_CANDIDATES, RETRIEVAL_STAGES, piece_loss
-from lab.metrics.retrieval import folded, keyword_rank
-from lab.metrics.spans import HOLD, place_share
 from lab.rag.postprocess import score_float
 from lab.rag.sent import passage_spans
 
 Span = tuple[str, int, int]
 #: Characters of a span's text kept in the record of a row without keywords (the answer is checked
-#: against it, :func:`lab.metrics.funnel.states_text`).
+#: against it, :func:`lab.evidence.states.states_text`).
 SPAN_TEXT_CHARS = 600
 
 
 class _Haystack:
-    """Many texts, folded and joined, searched at once: which text first contains a string."""
+    """Many texts, folded and joined, searched at once: which text first holds a keyword (the rule
+    of :func:`lab.evidence.holds.holds`, for every chunk of an index in one ``str.find``)."""
 
     def __init__(self, texts: Sequence[str]) -> None:
-        parts = [folded(t) for t in texts]
+        parts = [fold(t, "case") for t in texts]
         self.starts, pos = [], 0
         for t in parts:
             self.starts.append(pos)
@@ -42,12 +43,12 @@ class _Haystack:
         self.text = "\x00".join(parts)
 
     def first(self, needle: str) -> int | None:
-        at = self.text.find(folded(needle))
+        at = self.text.find(fold(needle, "case"))
         return None if at < 0 or not needle else bisect.bisect_right(self.starts, at) - 1
 
     def count(self, needle: str) -> int:
         """How many of the texts contain ``needle``."""
-        needle = folded(needle)
+        needle = fold(needle, "case")
         found, at = set(), self.text.find(needle) if needle else -1
         while at >= 0:
             i = bisect.bisect_right(self.starts, at) - 1
@@ -91,20 +92,17 @@ class FunnelView:
         return text is not None and 0 <= span[1] < span[2] <= len(text)
 
     def span_chunk(self, places: Sequence[Span]) -> str | None:
-        """A chunk holding the span at one of its places (covering at least ``HOLD`` of it)."""
+        """A chunk holding the span at one of its places (the first place any chunk holds)."""
         for source, start, end in places:
+            one = Evidence.span((source, start, end))
             for cid, a, b in self._by_source.get(source, []):
-                if a < end and b > start and place_share([(source, a, b)], (source, start, end)) >= HOLD:
+                if a < end and b > start and holds(Passage(pieces=((source, a, b),)), one):
                     return cid
         return None
 
 
-def _holds(pieces: Sequence[Span], places: Sequence[Span]) -> bool:
-    return max((place_share(pieces, p) for p in places), default=0.0) >= HOLD
-
-
 def _first_holding(passages: Sequence[Sequence[Span]], places: Sequence[Span]) -> int | None:
-    return next((i for i, pieces in enumerate(passages, start=1) if _holds(pieces, places)), None)
+    return first_holding([Passage(pieces=tuple(p)) for p in passages], Evidence.span(places[0], places[1:]))
 
 
 def candidates_record(first: Sequence[NodeWithScore]) -> list[dict]:
@@ -137,13 +135,13 @@ def retrieval_side(row: EvalRow, first: Sequence[NodeWithScore], final: Sequence
                 item["text"] = (content or "")[:SPAN_TEXT_CHARS]
             items.append(item)
     elif row.keywords:
-        first_t = [n.node.get_content() for n in first]
-        final_t = [n.node.get_content() for n in final]
+        first_t = [Passage(n.node.get_content()) for n in first]
+        final_t = [Passage(n.node.get_content()) for n in final]
         for kw in row.keywords:
             in_kb = view.keyword_in_kb(kw)
             chunk = view.keyword_chunk(kw) if in_kb else None
-            cand = keyword_rank(kw, first_t) if chunk else None
-            rank = keyword_rank(kw, final_t) if cand else None
+            cand = first_holding(first_t, Evidence.keyword(kw)) if chunk else None
+            rank = first_holding(final_t, Evidence.keyword(kw)) if cand else None
             items.append({"kind": "keyword", "keyword": kw, "chunk": chunk,
                           "n_chunks": view.keyword_chunks(kw) if chunk else 0, "candidate_rank": cand, "rank": rank,
                           "lost_at": piece_loss(in_kb, chunk, cand, rank, None, False)})
@@ -180,13 +178,14 @@ def sent_side(rec: dict, final: Sequence[NodeWithScore], ctx: Any, suppressed: b
         if item["kind"] == "span":
             ref = (item["source"], item["start"], item["end"])
             sent = next((i for i, p, node in passages if node is not None
-                         and _holds(_sent_pieces(node, len(p.text), p.truncated), [ref])), None)
+                         and holds(Passage(pieces=tuple(_sent_pieces(node, len(p.text), p.truncated))),
+                                   Evidence.span(ref))), None)
             if sent is None:  # a twin sent instead of the span's own place holds it as well
                 sent = next((i for i, p, node in passages if node is not None and item["rank"] is not None
                              and final[item["rank"] - 1].node.node_id == p.node_id and not p.truncated), None)
         else:
-            kw = folded(item["keyword"])
-            sent = next((i for i, p, _ in passages if kw in folded(p.text)), None)
+            kw = Evidence.keyword(item["keyword"])
+            sent = next((i for i, p, _ in passages if holds(Passage(p.text), kw)), None)
         item["sent"] = sent
         if sent is None:
             item["lost_at"] = "second_stage" if suppressed else "budget"

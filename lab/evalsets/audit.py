@@ -26,9 +26,9 @@ from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, heading
                                    figure_not_in_spans, near_duplicate_pairs, one_document_answer, short_span,
                                    size_problem)
 from lab.evalsets.twins import find_twins
-from lab.evalsets.wordcover import words_not_in_spans
+from lab.evidence.states import words_not_in_spans
 from lab.metrics.aggregate import SMALL_CATEGORY
-from lab.metrics.retrieval import folded
+from lab.evidence.text import fold
 from lab.stats.power import RHO  # the assumed correlation of two pipelines' per-question values
 
 ALPHA, POWER = 0.05, 0.80
@@ -45,7 +45,7 @@ def _listed(**lists: list) -> dict:
 
 def _question_key(question: str) -> str:
     """Whitespace and case folded: the spelling exact duplicates are compared in."""
-    return " ".join(folded(question).split())
+    return " ".join(fold(question, "case").split())
 
 
 def _duplicates(rows: Sequence[EvalRow], embed: Callable[[list[str]], np.ndarray] | None, threshold: float) -> dict:
@@ -77,7 +77,7 @@ def _touched(row: EvalRow, docs: dict[str, str]) -> set[str]:
     its keywords (folded), which is where keyword retrieval can score it."""
     if row.references:
         return {r.source for r in row.references if r.source in docs}
-    kws = [folded(k) for k in row.keywords or []]
+    kws = [fold(k, "case") for k in row.keywords or []]
     return {s for s, text in docs.items() if all(k in text for k in kws)} if kws else set()
 
 
@@ -172,7 +172,7 @@ def _spans(rows: Sequence[EvalRow], documents: dict[str, str]) -> dict:
 def _keywords(rows: Sequence[EvalRow], docs: dict[str, str], share: float) -> dict:
     """Keywords that retrieval finds for free (in the question, in most documents) or never (in
     no document), and the rows without keywords (the keyword metrics are n/a for them)."""
-    held = {k: sum(k in text for text in docs.values()) for k in {folded(kw) for r in rows for kw in r.keywords or []}}
+    held = {k: sum(k in text for text in docs.values()) for k in {fold(kw, "case") for r in rows for kw in r.keywords or []}}
     found: dict[str, list[dict]] = {"in_question": [], "common": [], "nowhere": [], "without": []}
     for row in rows:
         if not row.keywords:
@@ -180,15 +180,15 @@ def _keywords(rows: Sequence[EvalRow], docs: dict[str, str], share: float) -> di
             found["without"].append(_item(row, f"no keywords; {k} golden span(s)" if k else
                                           "no keywords and no golden spans (labelled chunk ids only)", has_spans=k > 0))
             continue
-        n = {kw: held[folded(kw)] for kw in row.keywords}
-        if asked := [kw for kw in n if folded(kw) in folded(row.question)]:
+        n = {kw: held[fold(kw, "case")] for kw in row.keywords}
+        if asked := [kw for kw in n if fold(kw, "case") in fold(row.question, "case")]:
             found["in_question"].append(_item(row, "in the question: " + ", ".join(asked), keywords=asked))
         if often := [kw for kw in n if n[kw] > share * len(docs)]:
             found["common"].append(_item(row, ", ".join(f"{kw} in {n[kw]} of {len(docs)} documents" for kw in often),
                                          keywords=often))
         if never := [kw for kw in n if not n[kw]]:
             found["nowhere"].append(_item(row, "in no document: " + ", ".join(never), keywords=never))
-    common = {kw: held[folded(kw)] for r in found["common"] for kw in r["keywords"]}
+    common = {kw: held[fold(kw, "case")] for r in found["common"] for kw in r["keywords"]}
     return {**_listed(**found), "common_share": share, "common_terms": dict(sorted(common.items())),
             "n_without_spans": sum(not w["has_spans"] for w in found["without"])}
 
@@ -313,7 +313,7 @@ def audit_eval_set(rows: Sequence[EvalRow], documents: dict[str, str], *, source
     run's samples.jsonl rows) the detectable MRR difference per category. ``source`` names the
     eval set in the reports. ``summary.ok`` is false when a score would be wrong, not just weak:
     a span error, an exact duplicate, a keyword in no document."""
-    docs = {s: folded(t) for s, t in documents.items()}
+    docs = {s: fold(t, "case") for s, t in documents.items()}
     f = {
         "source": source,
         "duplicates": _duplicates(rows, embed, near_threshold),

@@ -17,8 +17,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from lab.metrics.text import folded_offsets as _folded
-from lab.metrics.text import folded_text
+from lab.evidence.text import NOT_NAMES, content_words, figures, fold, fold_at
 
 #: Near-duplicate questions: cosine similarity of their embeddings at or above this.
 NEAR_DUPLICATE = 0.92
@@ -45,9 +44,9 @@ def locate(excerpt: str, text: str) -> tuple[int, int] | None:
     start = text.find(excerpt)
     if start >= 0:
         return start, start + len(excerpt)
-    for fold in (_folded, _plain):  # _plain leaves markup out: a model copies a link's words, not its target
-        hay, where = fold(text)
-        needle = fold(excerpt)[0].strip().rstrip(".")
+    for folding in (fold_at, _plain):  # _plain leaves markup out: a model copies a link's words, not its target
+        hay, where = folding(text)
+        needle = folding(excerpt)[0].strip().rstrip(".")
         if len(needle) < 12:
             return None
         k = hay.find(needle)
@@ -71,7 +70,7 @@ _MARKUP = re.compile(
 
 
 def _plain(text: str) -> tuple[str, list[int]]:
-    """``text`` folded (:func:`lab.metrics.text.folded_offsets`) with its markup (:data:`_MARKUP`)
+    """``text`` folded (:func:`lab.evidence.text.fold_at`) with its markup (:data:`_MARKUP`)
     left out, and each character's offset in ``text``."""
     keep, where, at = [], [], 0
     for m in _MARKUP.finditer(text):
@@ -82,7 +81,7 @@ def _plain(text: str) -> tuple[str, list[int]]:
         at = m.end()
     keep.append(text[at:])
     where.extend(range(at, len(text)))
-    folded, inner = _folded("".join(keep))
+    folded, inner = fold_at("".join(keep))
     return folded, [where[i] for i in inner]
 
 
@@ -126,11 +125,8 @@ _PATTERNS = [
     re.compile(r"\b\d[\d,.]*\d\b|\b\d\b"),  # other figures
     re.compile(r"\b[A-Z][A-Za-z0-9&'-]*(?:\s+(?:of\s+)?[A-Z][A-Za-z0-9&'-]*)*"),  # names
 ]
-_STOP = {"The", "A", "An", "In", "On", "At", "It", "Its", "This", "That", "These", "What", "Which", "Who",
-         "When", "How", "Yes", "No", "And", "Or", "For", "With", "As", "By", "Of", "To", "From", "Is", "Are"}
 
 
-_norm = folded_text
 
 
 def derive_keywords(answer: str, excerpts: Sequence[str], question: str, limit: int = 4,
@@ -139,25 +135,25 @@ def derive_keywords(answer: str, excerpts: Sequence[str], question: str, limit: 
     question, and that ``common`` does not call too common (a keyword in most documents makes
     coverage meaningless); a date before its year, at most ``limit``. An answer with none of
     those gives its two longest words of 6+ letters that pass the same checks."""
-    held = " ".join(_norm(e) for e in excerpts)
-    asked = _norm(question)
+    held = " ".join(fold(e) for e in excerpts)
+    asked = fold(question)
     found: list[str] = []
     for pattern in _PATTERNS:
         for m in pattern.finditer(answer):
             term = m.group(0).strip(" ,.")
             words = term.split()
-            while words and words[0] in _STOP:
+            while words and words[0] in NOT_NAMES:
                 words = words[1:]
             term = " ".join(words)
-            if len(term) < 2 or term in _STOP:
+            if len(term) < 2 or term in NOT_NAMES:
                 continue
-            low = _norm(term)
-            if (low in held and low not in asked and not any(low in _norm(f) for f in found)
+            low = fold(term)
+            if (low in held and low not in asked and not any(low in fold(f) for f in found)
                     and not (common is not None and common(low))):
                 found.append(term)
     if not found:  # no figure, date or name: the answer's distinctive words the excerpts hold
         words = sorted({w for w in re.findall(r"[A-Za-z][A-Za-z-]{5,}", answer)
-                        if (low := _norm(w)) in held and low not in asked and not (common is not None and common(low))},
+                        if (low := fold(w)) in held and low not in asked and not (common is not None and common(low))},
                        key=lambda w: (-len(w), w))
         found = words[:2]
     return found[:limit]
@@ -169,10 +165,10 @@ def derive_keywords(answer: str, excerpts: Sequence[str], question: str, limit: 
 def quotes_own_answer(question: str, excerpts: Sequence[str], words: int = QUOTE_WORDS) -> bool:
     """The question repeats ``words`` consecutive words of an excerpt (retrieval then only has
     to match the string, which says little of a pipeline)."""
-    q = re.findall(r"\w+", _norm(question))
+    q = re.findall(r"\w+", fold(question))
     grams = {tuple(q[i:i + words]) for i in range(len(q) - words + 1)}
     for e in excerpts:
-        w = re.findall(r"\w+", _norm(e))
+        w = re.findall(r"\w+", fold(e))
         if any(tuple(w[i:i + words]) in grams for i in range(len(w) - words + 1)):
             return True
     return False
@@ -245,13 +241,13 @@ def short_span(spans: Sequence[str], answer: str, min_words: int = MIN_SPAN_WORD
     n = sum(len(span.split()) for span in spans)
     if not spans or n >= min_words:
         return None
-    text = folded_text(" ".join(spans))
-    figures = re.findall(r"\d[\d,.]*\d|\d", answer)
-    if missing := [f for f in figures if f not in text]:
+    text = fold(" ".join(spans))
+    stated = figures(answer)
+    if missing := [f for f in stated if f not in text]:
         return f"spans of {n} words in all, without {missing[0]!r}"
     words = answer.split()
     names = [w.strip(".,;:!?()'\"*") for w in words[1:] if w[:1].isupper()]
-    if not figures and not any(folded_text(name) in text for name in names if name):
+    if not stated and not any(fold(name) in text for name in names if name):
         return f"spans of {n} words in all, holding nothing the answer names"
     return None
 
@@ -304,8 +300,8 @@ def one_document_answer(category: str, spans: Sequence[str], answer: str) -> str
     other). A spanning question answered from one document is a direct fact with a stray span."""
     if category not in ("spanning", "comparative") or len(spans) != 2:
         return None
-    said = _content_words(answer)
-    a, b = (_content_words(x) for x in spans)
+    said = content_words(answer)
+    a, b = (content_words(x) for x in spans)
     for k, (own, other) in enumerate(((a, b), (b, a))):
         if not said & (own - other):
             return f"a {category} answer that uses nothing only its {'first' if k == 0 else 'second'} span holds"
@@ -363,12 +359,6 @@ def sentences(text: str, start: int = 0, end: int | None = None) -> list[tuple[i
 #: A paraphrased excerpt stands for the region of its window holding at least this share of its
 #: content words (and every figure it states): see :func:`nearest_region`.
 NEAR_RECALL = 0.8
-_FUNCTION_WORDS = frozenset("a an and are as at be by for from in is it its of on or that the this to was were "
-                            "will with".split())
-
-
-def _content_words(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z0-9]+(?:[.,'-][a-z0-9]+)*", folded_text(text))} - _FUNCTION_WORDS
 
 
 def nearest_region(excerpt: str, text: str, start: int = 0, end: int | None = None,
@@ -383,12 +373,12 @@ def nearest_region(excerpt: str, text: str, start: int = 0, end: int | None = No
     it ("The maximum number of log files to store is 10." for a "Default: 10" line above "The
     maximum number of log files to store."). The span is the document's own text, so it is exact;
     whether it holds the answer is the grounding check's verdict, which follows."""
-    want = _content_words(excerpt)
+    want = content_words(excerpt)
     if len(want) < 4:
         return None
     figures = {w for w in want if any(ch.isdigit() for ch in w)}
     spans = sentences(text, start, end)
-    words = [_content_words(text[a:b]) for a, b in spans]
+    words = [content_words(text[a:b]) for a, b in spans]
     best: tuple[tuple[float, int], tuple[int, int]] | None = None
     for i in range(len(spans)):
         got: set[str] = set()

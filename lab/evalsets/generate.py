@@ -14,7 +14,7 @@ How a question is made (one LLM call, then checks, cheapest first):
    every figure it states (:func:`lab.evalsets.excerpts.nearest_region`; counted as
    ``near_excerpts``); with no such region the candidate is rejected. A one-document answer
    whose own words its excerpt does not hold (half or more:
-   :func:`lab.evalsets.wordcover.words_not_in_spans`) takes as its span the region of its window
+   :func:`lab.evidence.states.words_not_in_spans`) takes as its span the region of its window
    that states it, found the same way from the answer (``moved_spans``): the model often holds
    one sentence and answers from its neighbour. The excerpts become the row's ``references``
    spans (the document's own text), so span metrics work on any knowledge base.
@@ -30,7 +30,7 @@ How a question is made (one LLM call, then checks, cheapest first):
    cosine >= 0.92), an answer stating a figure no excerpt holds or with under half of its own
    words in its excerpts (``unsupported``, without a model:
    :func:`lab.evalsets.excerpts.figure_not_in_spans`,
-   :func:`~lab.evalsets.wordcover.words_not_in_spans`), and the two verdicts of
+   :func:`~lab.evidence.states.words_not_in_spans`), and the two verdicts of
    :mod:`lab.evalsets.grounding`: an answer with a fact the excerpts do not state
    (``unsupported``) or that does not give what the question asks (``not_answering``).
 4. Keywords: the figures, dates and names of the answer that the excerpts hold, the question
@@ -63,11 +63,12 @@ from typing import Callable
 
 import numpy as np
 
-from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, derive_keywords, folded_text, locate,
+from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, derive_keywords, locate,
                                    figure_not_in_spans, heading_span, names_a_file, nearest_region, numbered,
                                    one_document_answer, quotes_own_answer, sentences, short_span, size_problem, vague)
 from lab.evalsets import grounding
-from lab.evalsets.wordcover import words_not_in_spans
+from lab.evidence.states import words_not_in_spans
+from lab.evidence.text import fold
 from lab.evalsets.tasks import (EXCERPT_MODES, WINDOW_CHARS, _cite_schema, _cited,
                                 _held_schema, _schema, choices, windows)
 from lab.metrics.injection import suspect_reasons
@@ -314,7 +315,7 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
     prompts = {p: load_prompt(p) for p in names}
     support_prompt = grounding.load()
     order = sorted(docs)
-    texts = [folded_text(docs[s]) for s in order]
+    texts = [fold(docs[s]) for s in order]
 
     def common(term: str) -> bool:
         return sum(term in t for t in texts) > max(2, COMMON_SHARE * len(texts))

@@ -15,57 +15,21 @@ passage that covers a twin as covering the span (``span_mrr``, ``span_ndcg``,
 
 from __future__ import annotations
 
-import re
-from bisect import bisect_right
 from typing import Iterable, NamedTuple
 
-Span = tuple[str, int, int]  # (source, start, end), end exclusive
+from lab.evidence.holds import Span
+from lab.evidence.text import Folded, fold, fold_at
 
 #: Twins recorded per golden span (in document order, then by offset); the count says how many there are.
 MAX_TWINS = 100
-
-_WORDS = re.compile(r"\S+")
-
 
 class Twins(NamedTuple):
     places: list[Span]  # at most MAX_TWINS
     n: int  # all of them
 
 
-class Folded(NamedTuple):
-    """A document as twins are compared: its words in lower case joined by one space, with where
-    each word starts in that text and in the document."""
-
-    text: str
-    at: list[int]  # each word's start in text
-    origin: list[int]  # each word's start in the document
-
-
-def _lower(word: str) -> str:
-    low = word.lower()
-    return low if len(low) == len(word) else word  # a word whose lower case changes length stays as it is
-
-
-def fold(document: str) -> Folded:
-    """:class:`Folded` of ``document``: one pass over its words, so a search is a ``str.find``."""
-    words, at, origin, pos = [], [], [], 0
-    for m in _WORDS.finditer(document):
-        w = _lower(m.group())
-        words.append(w)
-        at.append(pos)
-        origin.append(m.start())
-        pos += len(w) + 1
-    return Folded(" ".join(words), at, origin)
-
-
 def _word(ch: str) -> bool:
     return ch.isalnum() or ch == "_"
-
-
-def _origin(f: Folded, pos: int) -> int:
-    """The document offset of the character at ``pos`` of ``f.text`` (not a space)."""
-    k = bisect_right(f.at, pos) - 1
-    return f.origin[k] + pos - f.at[k]
 
 
 def occurrences(text: str, document: str, folded: Folded | None = None, lead: bool = True,
@@ -74,15 +38,15 @@ def occurrences(text: str, document: str, folded: Folded | None = None, lead: bo
     with any whitespace run between them, not overlapping (leftmost first). With ``lead``
     (``trail``), an occurrence that starts (ends) with a word character must not have one before
     (after) it in the document. Empty for a text without words."""
-    needle = " ".join(_lower(w) for w in text.split())
+    needle = fold(text, "words")
     if not needle:
         return []
-    f = folded if folded is not None else fold(document)
+    f = folded if folded is not None else fold_at(document, "words")
     lead = lead and _word(needle[0])
     trail = trail and _word(needle[-1])
     out, pos = [], f.text.find(needle)
     while pos >= 0:
-        start, end = _origin(f, pos), _origin(f, pos + len(needle) - 1) + 1
+        start, end = f.where[pos], f.where[pos + len(needle) - 1] + 1
         if (not lead or start == 0 or not _word(document[start - 1])) and \
                 (not trail or end == len(document) or not _word(document[end])):
             out.append((start, end))
@@ -96,8 +60,9 @@ def find_twins(span: Span, documents: dict[str, str], limit: int = MAX_TWINS,
                folded: dict[str, Folded] | None = None) -> Twins:
     """Every other place in ``documents`` ({source: text}) holding the text of ``span`` (a place
     in one of them): see the module's docstring for "same text". The first ``limit`` places, in
-    source order then by offset, and how many there are. ``folded``: the documents' :func:`fold`
-    (made here when not given; :func:`span_twins` makes them once for all spans)."""
+    source order then by offset, and how many there are. ``folded``: the documents' ``words``
+    folds (:func:`lab.evidence.text.fold_at`; made here when not given; :func:`span_twins`
+    makes them once for all spans)."""
     source, start, end = span
     doc = documents[source]
     text = doc[start:end]
@@ -108,7 +73,7 @@ def find_twins(span: Span, documents: dict[str, str], limit: int = MAX_TWINS,
     places: list[Span] = []
     n = 0
     for src in sorted(documents):
-        f = folded[src] if folded is not None else fold(documents[src])
+        f = folded[src] if folded is not None else fold_at(documents[src], "words")
         for a, b in occurrences(text, documents[src], f, lead, trail):
             if src == source and a < end and b > start:
                 continue  # the span itself
@@ -124,5 +89,5 @@ def span_twins(spans: Iterable[Span], documents: dict[str, str], limit: int = MA
     todo = [s for s in dict.fromkeys(spans) if s[0] in documents]
     if not todo:
         return {}
-    folded = {src: fold(text) for src, text in documents.items()}
+    folded = {src: fold_at(text, "words") for src, text in documents.items()}
     return {s: find_twins(s, documents, limit, folded) for s in todo}

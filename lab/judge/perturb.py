@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from lab.judge.injections import inject, load_injections
-from lab.metrics.text import folded_text
+from lab.evidence.text import NOT_NAMES, fold
 
 REFUSAL = "I don't have enough information to answer that question."
 KINDS = ("wrong_fact", "partial", "padded", "paraphrase", "refusal", "injection")
@@ -40,10 +40,6 @@ KEEPS = {"wrong_fact": ("relevance",), "partial": ("accuracy", "relevance"), "pa
          "refusal": (), "paraphrase": ("accuracy", "completeness", "relevance")}
 
 _MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
-_NAME_STOP = {"The", "A", "An", "In", "On", "At", "It", "Its", "This", "That", "These", "Those", "What", "Which",
-              "Who", "When", "How", "Yes", "No", "And", "Or", "For", "With", "As", "By", "Of", "To", "From", "Is",
-              "Are", "According", "Both", "Each", "All", "Their", "They", "He", "She", "His", "Her", "There",
-              "I", "If", "Under", "Through", "After", "Before", "During", "While", "Since", "Per"}
 #: (kind, pattern), earlier kinds first: a span taken by one is not matched again by a later one.
 FACT_PATTERNS = [
     ("date", re.compile(rf"\b(?:{_MONTHS})(?: \d{{1,2}},?)? \d{{4}}\b|\b(?:Q[1-4]) \d{{4}}\b")),
@@ -74,7 +70,7 @@ def facts(text: str, plain: set[str] = frozenset()) -> list[Fact]:
             start, end = m.start(), m.end()
             if kind == "name":
                 words = m.group(0).split()
-                while words and words[0] in _NAME_STOP:
+                while words and words[0] in NOT_NAMES:
                     start = text.index(words[1], start + len(words[0])) if len(words) > 1 else end
                     words = words[1:]
                 if not words:
@@ -98,10 +94,6 @@ def _plain_opening(text: str, start: int, word: str, plain: set[str]) -> bool:
     return re.sub(r"'s$", "", word).lower() in plain
 
 
-def _fold(text: str) -> str:
-    return folded_text(text)
-
-
 @dataclass
 class FactPool:
     """Every distinct fact of some texts by kind, in first-seen order (the replacements), and
@@ -123,10 +115,10 @@ def fact_pool(texts: Sequence[str]) -> FactPool:
     plain = {w for text in texts for w in re.findall(r"(?<![A-Za-z])[a-z][a-z-]+", text)}
     for text in texts:
         found = facts(text, plain)
-        for key in {(f.kind, _fold(f.text)) for f in found}:
+        for key in {(f.kind, fold(f.text)) for f in found}:
             df[key[1]] = df.get(key[1], 0) + 1
         for f in found:
-            key = (f.kind, _fold(f.text))
+            key = (f.kind, fold(f.text))
             if key not in seen:
                 seen.add(key)
                 by_kind.setdefault(f.kind, []).append(f.text)
@@ -138,8 +130,8 @@ def _open_facts(reference: str, question: str, common: set[str] = frozenset(),
                 plain: set[str] = frozenset()) -> list[Fact]:
     """Facts of the reference that the question does not already give and that are not common:
     what the answer adds."""
-    asked = _fold(question)
-    return [f for f in facts(reference, plain) if _fold(f.text) not in asked and _fold(f.text) not in common]
+    asked = fold(question)
+    return [f for f in facts(reference, plain) if fold(f.text) not in asked and fold(f.text) not in common]
 
 
 def _shape(text: str) -> str:
@@ -192,13 +184,13 @@ def wrong_fact(reference: str, question: str, keywords: Sequence[str], pool: Fac
     cands = _open_facts(reference, question, pool.common, pool.plain)
     if not cands:
         return "no figure, date or name beyond the question's"
-    kws = [_fold(k) for k in keywords]
-    key_facts = [f for f in cands if any(k and (_mentions(k, _fold(f.text)) or _mentions(_fold(f.text), k)) for k in kws)]
+    kws = [fold(k) for k in keywords]
+    key_facts = [f for f in cands if any(k and (_mentions(k, fold(f.text)) or _mentions(fold(f.text), k)) for k in kws)]
     order = key_facts or cands
-    held = _fold(reference)
+    held = fold(reference)
     for fact in rng.sample(order, len(order)) + [f for f in cands if f not in order]:
-        options = [x for x in pool.by_kind.get(fact.kind, []) if _fold(x) not in held and _fold(fact.text) not in _fold(x)
-                   and not re.fullmatch(r"0\d+", x) and _fold(x) not in pool.common
+        options = [x for x in pool.by_kind.get(fact.kind, []) if fold(x) not in held and fold(fact.text) not in fold(x)
+                   and not re.fullmatch(r"0\d+", x) and fold(x) not in pool.common
                    and _role(x) == _role(fact.text)]
         for closeness in _LIKENESS:
             alike = [x for x in options if closeness(fact.text, x)]
@@ -243,17 +235,17 @@ def partial(reference: str, question: str, keywords: Sequence[str] = (), common:
     """The reference with one fact left out, one the keywords do not name where possible (the
     rest stays an accurate answer); or why it cannot be made (a one-fact reference)."""
     open_facts = _open_facts(reference, question, common, plain)
-    if len({_fold(f.text) for f in open_facts}) < 2:
+    if len({fold(f.text) for f in open_facts}) < 2:
         return "one fact only"
-    kws = [_fold(k) for k in keywords if k.strip()]
+    kws = [fold(k) for k in keywords if k.strip()]
 
     def names_keyword(span: tuple[int, int]) -> bool:
-        return any(k in _fold(reference[span[0]:span[1]]) for k in kws)
+        return any(k in fold(reference[span[0]:span[1]]) for k in kws)
 
     for a, b in sorted(_removal_candidates(reference), key=names_keyword):
         rest = (reference[:a] + reference[b:]).strip()
-        gone = [f for f in open_facts if a <= f.start and f.end <= b and _fold(f.text) not in _fold(rest)]
-        kept = [f for f in open_facts if _fold(f.text) in _fold(rest)]
+        gone = [f for f in open_facts if a <= f.start and f.end <= b and fold(f.text) not in fold(rest)]
+        kept = [f for f in open_facts if fold(f.text) in fold(rest)]
         if gone and kept:
             if rest[-1] not in ".!?":
                 rest += "."
@@ -263,8 +255,8 @@ def partial(reference: str, question: str, keywords: Sequence[str] = (), common:
 
 def padded(reference: str, question: str, others: Sequence[str], rng: random.Random) -> tuple[str, dict] | str:
     """The reference plus another reference answer that shares no fact or name with this one."""
-    mine = {_fold(f.text) for f in facts(reference + " " + question)}
-    unrelated = [o for o in others if o.strip() and not ({_fold(f.text) for f in facts(o)} & mine)]
+    mine = {fold(f.text) for f in facts(reference + " " + question)}
+    unrelated = [o for o in others if o.strip() and not ({fold(f.text) for f in facts(o)} & mine)]
     if not unrelated:
         return "no unrelated reference answer to add"
     extra = rng.choice(unrelated).strip()
@@ -276,9 +268,9 @@ def padded(reference: str, question: str, others: Sequence[str], rng: random.Ran
 
 def keeps_facts(original: str, rewritten: str, keywords: Sequence[str]) -> list[str]:
     """What of ``original`` (its facts) and ``keywords`` the rewrite lost; empty when it kept all."""
-    held = _fold(rewritten)
+    held = fold(rewritten)
     need = [f.text for f in facts(original)] + list(keywords)
-    return [x for x in dict.fromkeys(need) if _fold(x) not in held]
+    return [x for x in dict.fromkeys(need) if fold(x) not in held]
 
 
 def check_paraphrase(original: str, rewritten: str, keywords: Sequence[str]) -> str | None:
@@ -286,7 +278,7 @@ def check_paraphrase(original: str, rewritten: str, keywords: Sequence[str]) -> 
     text = rewritten.strip()
     if not text:
         return "empty paraphrase"
-    if _fold(text).rstrip(".") == _fold(original).rstrip("."):
+    if fold(text).rstrip(".") == fold(original).rstrip("."):
         return "paraphrase repeats the reference"
     if not 0.4 <= len(text) / max(1, len(original)) <= 2.5:
         return "paraphrase length far from the reference's"

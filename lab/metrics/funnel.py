@@ -1,14 +1,15 @@
 """The loss funnel: for each question, the first stage of the pipeline that lost its gold evidence.
 
 A question's gold evidence is its golden spans where it has any (exact offsets), else its
-keywords (matched as the keyword metrics match them: NFC, case-insensitive substring, see
-:func:`lab.metrics.retrieval.folded`). Each piece of evidence is followed through the stages:
+keywords (matched as the keyword metrics match them: NFC, case-insensitive substring). Whether a
+chunk, a candidate or a passage holds a piece is :func:`lab.evidence.holds.holds`, the rule of the
+retrieval metrics. Each piece of evidence is followed through the stages:
 
 1. ``kb``: the knowledge base holds it (the span's document is loaded and the offsets lie inside
    it; the keyword occurs in some document);
-2. ``chunking``: some chunk of the index holds it (a span: one chunk covers at least
-   :data:`lab.metrics.spans.HOLD` of it at one of its places, the rule of the span rank metrics;
-   a keyword: some chunk's text contains it, so a keyword cut across two chunks is lost here);
+2. ``chunking``: some chunk of the index holds it (a span: one chunk covers at least half of it
+   at one of its places; a keyword: some chunk's text contains it, so a keyword cut across two
+   chunks is lost here);
 3. ``first_stage``: a chunk holding it is among the retriever's candidates, to their configured
    depth (dense or BM25: its list; hybrid: both lists, before the fusion keeps its top k);
 4. ``second_stage``: a passage holding it survives the fusion's cut, reranking, the guardrail and
@@ -16,7 +17,8 @@ keywords (matched as the keyword metrics match them: NFC, case-insensitive subst
 5. ``budget``: a passage holding it is sent to the model whole enough to hold it (the context
    builder's budget can drop or cut passages);
 6. ``generation``: the answer states the evidence: every gold keyword (or, for a row with spans
-   and no keywords, at least half of each span's distinctive words, :func:`states_text`); where
+   and no keywords, at least half of each span's content words,
+   :func:`lab.evidence.states.states_text`); where
    the ``claims`` judge graded the answer, every reference fact it found stated (P(stated) >= 0.5)
    instead: no keyword matching, no extra model call;
 7. ``judge``: the judge agrees with the evidence: an answer that states it all graded below 3 on
@@ -37,10 +39,10 @@ Everything here is pure: the run computes the reach of each piece of evidence
 
 from __future__ import annotations
 
-import re
 from typing import Iterable, Mapping, Sequence
 
-from lab.metrics.retrieval import folded
+from lab.evidence.states import stated_keywords, states_text, unsupported_terms
+from lab.evidence.text import fold
 
 #: The stages in pipeline order; a question lost at none of them is ``kept``.
 STAGES = ("kb", "chunking", "first_stage", "second_stage", "budget", "generation", "judge")
@@ -67,16 +69,6 @@ EXCERPT_CHARS = 200
 #: The claims judge's facts recorded per question, and characters of each.
 MAX_CLAIMS, CLAIM_CHARS = 10, 200
 
-_WORD = re.compile(r"[^\W_]+(?:[.,'’-][^\W_]+)*", re.UNICODE)
-_STOP = frozenset("""a about above after again against all also among an and any are as at be because been before
-being below between both but by can could did does doing down during each either every for from further had has
-have having her here hers him his how however i if in into is it its itself just least less many may might more
-most much must neither no nor not of off on once only or other our ours out over own per same shall she should
-since so some such than that the their theirs them then there these they this those though through to too under
-until up upon us very was we were what when where whether which while who whom whose why will with within without
-would yes yet you your yours""".split())
-
-
 def first_lost(reach: Iterable[str | None]) -> str | None:
     """The earliest stage among pieces' losses (None: none lost)."""
     lost = [r for r in reach if r is not None]
@@ -102,31 +94,6 @@ def piece_loss(in_kb: bool, chunk: str | None, candidate_rank: int | None, rank:
     return None
 
 
-def tokens(text: str) -> list[str]:
-    """Distinctive words of ``text``: folded, stop words and one-letter words left out, numbers kept."""
-    out = []
-    for w in _WORD.findall(folded(text)):
-        if any(c.isdigit() for c in w) or (len(w) > 1 and w not in _STOP):
-            out.append(w)
-    return out
-
-
-def states_text(answer: str, evidence: str) -> bool:
-    """Whether ``answer`` states a span's text: at least half of its distinctive words (numbers
-    and non-stop words, :func:`tokens`) occur in the answer. A heuristic for rows without keywords."""
-    wanted = set(tokens(evidence))
-    if not wanted:
-        return True
-    have = set(tokens(answer))
-    return len(wanted & have) * 2 >= len(wanted)
-
-
-def stated_keywords(answer: str, keywords: Sequence[str]) -> list[bool]:
-    """For each keyword, whether the answer contains it (the keyword metrics' match)."""
-    a = folded(answer)
-    return [folded(k) in a for k in keywords]
-
-
 def answer_loss(stated: float | None, accuracy: float | None) -> str | None:
     """The answer side's verdict for evidence that reached the model: ``stated`` the share of the
     gold the answer states (None: no answer), ``accuracy`` the judge's score (None: not judged)."""
@@ -139,33 +106,11 @@ def answer_loss(stated: float | None, accuracy: float | None) -> str | None:
     return "generation"
 
 
-_NUMBER = re.compile(r"\d[\d,.]*\d|\d")
-_NAME = re.compile(r"(?<![.!?:]\s)(?<!^)\b[A-Z][\w-]*[A-Za-z0-9](?:\s+[A-Z][\w-]*[A-Za-z0-9])*")
-
-
-def unsupported_terms(answer: str, sent_text: str) -> list[str]:
-    """Numbers and capitalised names the answer states that no sent passage holds (a claim made
-    without the context; passage numbers in citations like ``[2]`` are not counted)."""
-    body = re.sub(r"\[\d+(?:\s*,\s*\d+)*\]", " ", answer)
-    sent = folded(sent_text)
-    sent_digits = re.sub(r"[,\s]", "", sent)
-    out: list[str] = []
-    for m in _NUMBER.finditer(body):
-        n = m.group(0).rstrip(".,")
-        if n.replace(",", "") not in sent_digits and n not in out:
-            out.append(n)
-    for m in _NAME.finditer(body):
-        name = m.group(0)
-        if folded(name) not in sent and name not in out and folded(name) not in _STOP:
-            out.append(name)
-    return out[:MAX_UNSUPPORTED]
-
-
 def utilisation(answer: str, keywords: Sequence[str], sent_text: str) -> float | None:
     """The share of the gold keywords present in the sent context that the answer states (None:
     none was sent)."""
-    sent = folded(sent_text)
-    present = [k for k in keywords if folded(k) in sent]
+    sent = fold(sent_text, "case")
+    present = [k for k in keywords if fold(k, "case") in sent]
     if not present:
         return None
     return sum(stated_keywords(answer, present)) / len(present)
@@ -173,8 +118,8 @@ def utilisation(answer: str, keywords: Sequence[str], sent_text: str) -> float |
 
 def excerpt(answer: str, keywords: Sequence[str] = ()) -> str:
     """Up to :data:`EXCERPT_CHARS` of the answer, around the first gold keyword it states."""
-    a = folded(answer)
-    at = min((a.find(folded(k)) for k in keywords if folded(k) in a), default=0)
+    a = fold(answer, "case")
+    at = min((a.find(fold(k, "case")) for k in keywords if fold(k, "case") in a), default=0)
     start = max(0, at - EXCERPT_CHARS // 4)
     text = answer[start:start + EXCERPT_CHARS]
     return ("…" if start else "") + text + ("…" if start + EXCERPT_CHARS < len(answer) else "")
@@ -248,7 +193,7 @@ def question_funnel(sample: Mapping) -> dict | None:
         for k in keywords:
             rank = ranks.get(k)
             lost = RETRIEVAL if rank is None else None
-            if lost is None and sent_ids is not None and folded(k) not in folded(sent_text):
+            if lost is None and sent_ids is not None and fold(k, "case") not in fold(sent_text, "case"):
                 lost = "budget"
             items.append({"kind": "keyword", "keyword": k, "rank": rank, "lost_at": lost})
     out = {"lost_at": None, "seen": seen, "items": items, "derived": True}
@@ -293,7 +238,7 @@ def finish(rec: dict, sample: Mapping) -> dict:
         sent_text = ctx.get("text", "") if isinstance(ctx, Mapping) else ""
         rec["diagnostics"] = {
             "utilisation": utilisation(text, keywords, sent_text) if keywords else None,
-            "unsupported": unsupported_terms(text, sent_text) if sent_text else [],
+            "unsupported": unsupported_terms(text, sent_text, MAX_UNSUPPORTED) if sent_text else [],
             "refused_with_gold": bool(answer.get("refused")) and first_lost(i.get("lost_at") for i in rec["items"]) is None,
         }
     if "judge" in rec["seen"] and _accuracy(sample) is not None:

@@ -45,6 +45,8 @@ import codecs
 import re
 import unicodedata
 
+from lab.evidence.text import CITATION, FIGURE, fold
+
 #: What a run does with a suspect judgement (recorded in results.json ``judge.suspect_rule``).
 SUSPECT_RULE = "excluded: a suspect judgement keeps its scores in samples.jsonl but is left out of the means, " \
                "counted beside them (judge.n_suspect, suspect_ids)"
@@ -54,12 +56,6 @@ SNIPPET_CHARS = 60
 DELIMITER_TAGS = ("question", "reference", "reference_answer", "answer", "generated_answer", "data", "document",
                   "fact", "context", "input", "output")
 
-_ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff\u00ad]")
-_SPACED = re.compile(r"\b(?:[^\W\d_] ){3,}[^\W\d_]\b")
-#: LaTeX commands around words: "\\mathrm{accuracy}" reads "accuracy"
-_LATEX = re.compile(r"\\[a-zA-Z]+\s*\{([^{}]*)\}")
-#: letters split by dots, dashes, underscores or asterisks: "i.g.n.o.r.e", "s-c-o-r-e"
-_SPLIT = re.compile(r"\b(?:[^\W\d_][.\-_*]){3,}[^\W\d_]\b")
 _PREVIOUS = r"(?:previous|prior|above|earlier|preceding|original|all|any|your|the|system|these|those|other)"
 _RULES = r"(?:instructions?|rules?|prompts?|guidelines?|criteria|rubric|directions?|orders?|context|reference answer|reference)"
 _SCORE_WORDS = r"(?:scores?|ratings?|marks?|points?|grades?|evaluations?)"
@@ -176,15 +172,6 @@ _SENTENCE = re.compile(r"[^.!?;:\n]+")
 _WORD = re.compile(r"[^\W\d_]+")
 
 
-def fold(text: str) -> str:
-    """The text as the patterns see it: NFKC, zero-width characters and soft hyphens dropped,
-    spaced-out letters joined ("I g n o r e" -> "Ignore")."""
-    t = _ZERO_WIDTH.sub("", unicodedata.normalize("NFKC", text or ""))
-    t = _SPLIT.sub(lambda m: re.sub(r"[.\-_*]", "", m.group(0)), t)
-    t = _LATEX.sub(r"\1", t)
-    return _SPACED.sub(lambda m: m.group(0).replace(" ", ""), t)
-
-
 def _match(folded: str, out: dict[str, str], marks: bool = True) -> None:
     for kind, pattern in _PATTERNS:
         if kind not in out:
@@ -242,7 +229,7 @@ def _foreign(folded: str, question: str) -> str | None:
     question does not use (Latin excepted where the question is not Latin: names stay Latin), or,
     for an English question, a sentence of six or more lower-case words, one with a letter
     outside ASCII, fewer than 15% of them English function words."""
-    asked = _scripts(fold(question))
+    asked = _scripts(fold(question, "screen"))
     for script, n in _scripts(folded).items():
         if n >= 8 and script not in asked and not (script == "LATIN" and asked):
             return script.lower()
@@ -262,14 +249,14 @@ def scan(text: str, question: str = "") -> list[str]:
     kind found (instruction, addressed, verdict, role, assessment, hidden, language), in that
     order; empty for plain data. ``question``, where given, is the question the text answers
     or belongs to: the ``language`` kind is judged against it."""
-    folded = fold(text)
+    folded = fold(text, "screen")
     out: dict[str, str] = {}
     _match(folded, out)
     for decoded in _decodings(folded):
         if decoded == folded:
             continue
         hidden: dict[str, str] = {}
-        _match(fold(decoded), hidden, marks=False)
+        _match(fold(decoded, "screen"), hidden, marks=False)
         new = [snippet for kind, snippet in hidden.items() if kind not in out]
         if new:  # decoding found what the text as written does not show
             out.setdefault("hidden", new[0])
@@ -309,8 +296,6 @@ _GENERIC = _ENGLISH | frozenset("""answer answers reply response question refere
 relevant score scores rating note please thank thanks also however therefore which would could should their
 there about other every""".split())
 _ANCHOR = re.compile(r"[^\W\d_]{4,}")
-_CITATION = re.compile(r"\[\d+(?:,\s*\d+)*\]")  # the answer citing its passages: "[2]", "[1, 3]"
-_FIGURES = re.compile(r"\d[\d,.]*\d|\d")
 _PIECES = re.compile(r"(?<=[.!?])\s+|\n+")  # sentences and lines
 #: An aside in brackets of four words or more is a piece of its own; "[2]", "(2019)" stay in place.
 _ASIDE = re.compile(r"\s*[(\[]([^()\[\]]*)[)\]]")
@@ -342,14 +327,15 @@ def anchored(answer: str, question: str, reference: str) -> tuple[str, list[str]
     would stay (a refusal, an answer in other words), the answer is kept whole. The judge then
     grades both, and the lower score per dimension stands (``judge.anchored``): whatever text
     outside the answer's substance says, in any wording or language, it cannot raise a score."""
-    folded = fold(answer)
-    anchors, figures = _stems(fold(question) + " " + fold(reference)), set(_FIGURES.findall(question + " " + reference))
+    folded = fold(answer, "screen")
+    anchors = _stems(fold(question, "screen") + " " + fold(reference, "screen"))
+    figures = set(FIGURE.findall(question + " " + reference))
     kept, dropped = [], []
     for a, b in _pieces(folded):
         piece = folded[a:b].strip(" \t\n([)]")
         shared = len(_stems(piece) & anchors)
-        if shared >= 2 or set(_FIGURES.findall(piece)) & figures or len(piece.split()) <= 3 or (
-                shared and len(piece.split()) <= 4) or _CITATION.search(piece):
+        if shared >= 2 or set(FIGURE.findall(piece)) & figures or len(piece.split()) <= 3 or (
+                shared and len(piece.split()) <= 4) or CITATION.search(piece):
             kept.append((a, b))
         else:
             dropped.append((a, b))

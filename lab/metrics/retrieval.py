@@ -1,33 +1,23 @@
 """Keyword retrieval metrics, exactly as the InsureLLM exercise defines them.
 
-Relevance is binary and per keyword: a retrieved chunk is relevant to a keyword when its text
-contains the keyword, case-insensitively (substring match), both in Unicode NFC (so "Crème"
-written with a combining accent matches "Crème" written with one character). Each metric is computed per keyword
-and then averaged over the question's keywords. All functions are pure: no I/O, inputs untouched.
+Relevance is binary and per keyword: a retrieved chunk is relevant to a keyword when it holds it
+(:func:`lab.evidence.holds.holds`: its text contains the keyword, case-insensitively, both in
+Unicode NFC, so "Crème" written with a combining accent matches "Crème" written with one
+character). Each metric is computed per keyword and then averaged over the question's keywords.
+All functions are pure: no I/O, inputs untouched.
 """
 
 from __future__ import annotations
 
 import math
-import unicodedata
 from typing import Sequence
 
-
-def folded(text: str) -> str:
-    """The form keywords and texts are compared in: NFC, lower case."""
-    return unicodedata.normalize("NFC", text).lower()
-
-
-def _contains(text: str, keyword: str) -> bool:
-    return folded(keyword) in folded(text)
+from lab.evidence.holds import Evidence, Passage, first_holding, holds
 
 
 def keyword_rank(keyword: str, texts: Sequence[str]) -> int | None:
     """1-based rank of the first text containing ``keyword``; None when no text does."""
-    for rank, text in enumerate(texts, start=1):
-        if _contains(text, keyword):
-            return rank
-    return None
+    return first_holding([Passage(t) for t in texts], Evidence.keyword(keyword))
 
 
 def keyword_rr(keyword: str, texts: Sequence[str]) -> float:
@@ -51,7 +41,11 @@ def keyword_ndcg(keyword: str, texts: Sequence[str], k: int) -> float:
     relevances of the whole corpus), so a list whose relevant texts all come first scores 1.0.
     When no text in the top ``k`` is relevant, the ideal DCG is 0 and the score is 0.0.
     """
-    rels = [1.0 if _contains(t, keyword) else 0.0 for t in texts[:k]]
+    return _ndcg([Passage(t) for t in texts[:k]], Evidence.keyword(keyword), k)
+
+
+def _ndcg(passages: Sequence[Passage], evidence: Evidence, k: int) -> float:
+    rels = [1.0 if holds(p, evidence) else 0.0 for p in passages[:k]]
     ideal = dcg(sorted(rels, reverse=True), k)
     return dcg(rels, k) / ideal if ideal > 0 else 0.0
 
@@ -70,8 +64,9 @@ def question_scores(keywords: Sequence[str], texts: Sequence[str], k: int) -> di
     """
     if not keywords:
         return {"mrr": 0.0, "ndcg": 0.0, "coverage": 0.0, "keyword_ranks": {}}
-    ranks = {kw: keyword_rank(kw, texts) for kw in keywords}
+    passages = [Passage(t) for t in texts]  # each text folded once for all keywords
+    ranks = {kw: first_holding(passages, Evidence.keyword(kw)) for kw in keywords}
     mrr = sum(0.0 if r is None else 1.0 / r for r in ranks.values()) / len(keywords)
-    ndcg = sum(keyword_ndcg(kw, texts, k) for kw in keywords) / len(keywords)
+    ndcg = sum(_ndcg(passages, Evidence.keyword(kw), k) for kw in keywords) / len(keywords)
     coverage = sum(r is not None for r in ranks.values()) / len(keywords)
     return {"mrr": mrr, "ndcg": ndcg, "coverage": coverage, "keyword_ranks": ranks}

@@ -21,35 +21,7 @@ from __future__ import annotations
 import math
 from typing import Iterable, Sequence
 
-Span = tuple[str, int, int]  # (source, start, end), end exclusive
-
-
-def merge(intervals: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Sorted, non-overlapping intervals covering the same characters (touching ones joined)."""
-    out: list[list[int]] = []
-    for start, end in sorted(i for i in intervals if i[1] > i[0]):
-        if out and start <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], end)
-        else:
-            out.append([start, end])
-    return [(s, e) for s, e in out]
-
-
-def covered(intervals: Sequence[tuple[int, int]]) -> int:
-    return sum(e - s for s, e in intervals)
-
-
-def overlap(a: Sequence[tuple[int, int]], b: Sequence[tuple[int, int]]) -> int:
-    """Characters in both of two merged interval lists."""
-    i = j = total = 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        total += max(0, hi - lo)
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
+from lab.evidence.holds import Evidence, Passage, Span, covered, first_holding, merge, overlap, place_share
 
 
 def _by_source(spans: Iterable[Span]) -> dict[str, list[tuple[int, int]]]:
@@ -80,17 +52,6 @@ def span_scores(retrieved: Sequence[tuple[str, int | None, int | None, int]], re
 # ---------------------------------------------------------------------------------------------
 # Rank metrics from golden spans, twins counted
 
-#: A passage holds a golden span when it covers at least this share of the span's characters at
-#: one of its places (so a span cut by a chunk boundary is held by the passage with its larger part).
-HOLD = 0.5
-
-def place_share(pieces: Sequence[Span], place: Span) -> float:
-    """The share of ``place``'s characters that ``pieces`` cover (same source; overlaps once)."""
-    source, start, end = place
-    mine = merge((s, e) for src, s, e in pieces if src == source)
-    return overlap(mine, [(start, end)]) / (end - start) if end > start else 0.0
-
-
 def span_rank_scores(passages: Sequence[Sequence[Span]], golden: Sequence[Sequence[Span]], k: int) -> dict:
     """Rank metrics of one question's sent passages, in rank order, against its golden spans.
 
@@ -100,8 +61,8 @@ def span_rank_scores(passages: Sequence[Sequence[Span]], golden: Sequence[Sequen
     :mod:`lab.evalsets.twins`); covering any place is covering the span.
 
     For a golden span g and the top i passages, c_i(g) is the largest share of one place of g
-    that those passages cover together (c_0 = 0). Passage i *holds* g when it covers at least
-    :data:`HOLD` of one place of g by itself.
+    that those passages cover together (c_0 = 0). Passage i *holds* g by the evidence rule
+    (:func:`lab.evidence.holds.holds`: it covers at least half of one place of g by itself).
 
     - ``span_mrr``: mean over golden spans of 1 / the rank of the first passage holding it (0
       when none does); every passage counts (no cut-off), as keyword MRR.
@@ -120,13 +81,12 @@ def span_rank_scores(passages: Sequence[Sequence[Span]], golden: Sequence[Sequen
     ranks: list[int | None] = []
     via_twin: list[bool] = []
     rr = ndcg = recall_hit = recall_all = 0.0
+    held = [Passage(pieces=tuple(pieces)) for pieces in passages]
     for places in golden:
-        rank, twin = None, False
-        for i, pieces in enumerate(passages, start=1):
-            shares = [place_share(pieces, x) for x in places]
-            if max(shares, default=0.0) >= HOLD:
-                rank, twin = i, shares.index(max(shares)) > 0
-                break
+        rank, twin = first_holding(held, Evidence.span(places[0], places[1:])), False
+        if rank is not None:
+            shares = [place_share(passages[rank - 1], x) for x in places]
+            twin = shares.index(max(shares)) > 0
         ranks.append(rank)
         via_twin.append(twin)
         rr += 0.0 if rank is None else 1.0 / rank

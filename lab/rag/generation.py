@@ -23,6 +23,7 @@ from llama_index.core.response_synthesizers.base import BaseSynthesizer
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
 from lab.config import GenerationConfig
+from lab.evidence.text import citations
 from lab.models.llm import LabLLM, LLMCallError, as_llamaindex_llm
 from lab.rag.context import Context, build_context
 from lab.prompts import Prompt, load_prompt
@@ -30,18 +31,11 @@ from lab.prompts import Prompt, load_prompt
 ANSWER_FIELDS = {"context", "question"}
 REFUSAL = "I don't have enough information to answer that."
 _REFUSAL_RE = re.compile(r"(do not|don't|does not|doesn't) (have|contain) enough information", re.I)
-_CITE_RE = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 
 
 def parse_citations(text: str, n_passages: int) -> list[int]:
     """Passage numbers cited as ``[2]`` or ``[1, 3]``, in order of first mention, within 1..n."""
-    seen: list[int] = []
-    for group in _CITE_RE.findall(text):
-        for part in re.split(r"[,;]", group):
-            n = int(part)
-            if 1 <= n <= n_passages and n not in seen:
-                seen.append(n)
-    return seen
+    return list(dict.fromkeys(n for n in citations(text) if 1 <= n <= n_passages))
 
 
 def is_refusal(text: str) -> bool:

@@ -24,7 +24,7 @@ from pathlib import Path
 from lab.errors import DataError
 from lab.metrics import catalog
 from lab.metrics.catalog import fmt, higher_is_better
-from lab.metrics.retrieval import folded
+from lab.evidence.text import fold
 from lab.paths import check_output, inside, write_atomic
 from lab.report.export import FILES as EXPORT_FILES, write_exports
 from lab.report.html import NEAR_GOAL, environment, judge_checks_view, judge_method
@@ -289,8 +289,8 @@ def judge_checks_compare(runs: list[Run]) -> dict | None:
 
 def _chunk_view(chunk: dict, keywords: list[str]) -> dict:
     text = chunk.get("text") or ""
-    low = folded(text)
-    return {**chunk, "keywords_in": [k for k in keywords if folded(k) in low], "snippet": text[:600],
+    low = fold(text, "case")
+    return {**chunk, "keywords_in": [k for k in keywords if fold(k, "case") in low], "snippet": text[:600],
             "cut": len(text) > 600}
 
 

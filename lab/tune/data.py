@@ -17,7 +17,7 @@ import numpy as np
 from lab.errors import ConfigError
 from lab.evalsets.evalset import load_eval_set
 from lab.evalsets.leakage import overlaps
-from lab.metrics.text import folded_text
+from lab.evidence.text import fold
 from lab.progress import Ticker
 from lab.tune.options import TuneOptions
 from lab.tune.pairs import Passage, TrainQuestion, mine_negatives, pseudo_queries, span_questions
@@ -91,7 +91,7 @@ def prepare(opts: TuneOptions) -> Prepared:
     dense_nodes = search(pipe, dense_r, [q.text for q in questions], opts.show_progress)
     ensure_fts(pipe.handle, cache_root)
     sparse_r = build_retriever(BM25Retriever(name="bm25", top_k=k), pipe.handle.index, pipe.embed_model)
-    folded = {p.id: folded_text(p.text) for p in passages}
+    folded = {p.id: fold(p.text) for p in passages}
     dense: dict[str, list[str]] = {}
     dense_scores: dict[str, list[float]] = {}
     draw = random.Random(opts.seed + 2)

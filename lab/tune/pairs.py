@@ -10,7 +10,7 @@
   turn from each list, skipping every chunk that holds the question's span, up to a cap.
 - :func:`fingerprint`: the training set's content hash, written into the model card.
 
-Text is compared folded (:func:`lab.metrics.text.folded_text`: whitespace, quotes, dashes,
+Text is compared folded (:func:`lab.evidence.text.fold`: whitespace, quotes, dashes,
 emphasis and case), as the span metrics compare it.
 """
 
@@ -25,7 +25,7 @@ from pathlib import PurePosixPath
 from typing import Iterable, Sequence
 
 from lab.evalsets.leakage import MIN_SPAN_CHARS
-from lab.metrics.text import folded_text
+from lab.evidence.text import fold
 
 #: A pseudo-query has this many words at least, and at most.
 MIN_WORDS, MAX_WORDS = 5, 40
@@ -107,9 +107,9 @@ def pseudo_queries(passages: Sequence[Passage], n: int, seed: int, cloze: float 
         title = title_of(p.source)
         queries = []
         for sentence in candidate_sentences(p.text):
-            named = not title or folded_text(title) in folded_text(sentence)
+            named = not title or fold(title) in fold(sentence)
             queries.append((sentence, sentence if named else f"{title}: {sentence}"))
-            documents_of.setdefault(folded_text(queries[-1][1]), set()).add(p.source)
+            documents_of.setdefault(fold(queries[-1][1]), set()).add(p.source)
         if queries:
             per_passage.append((p, queries))
     rng = random.Random(seed)
@@ -125,7 +125,7 @@ def pseudo_queries(passages: Sequence[Passage], n: int, seed: int, cloze: float 
             if round_ >= len(queries):
                 continue
             sentence, query = queries[picks[i][round_]]
-            key = folded_text(query)
+            key = fold(query)
             if key in taken or len(documents_of[key]) > 1:
                 continue
             taken.add(key)
@@ -134,7 +134,7 @@ def pseudo_queries(passages: Sequence[Passage], n: int, seed: int, cloze: float 
                 rest = re.sub(r"[ \t]{2,}", " ", passage.text.replace(sentence, " ", 1)).strip()
                 if len(rest) < 20:  # nothing left to match against: the passage whole
                     rest = None
-            out.append(TrainQuestion(query, (passage.id,), folded_text(sentence), f"pseudo:{passage.id}", "pseudo",
+            out.append(TrainQuestion(query, (passage.id,), fold(sentence), f"pseudo:{passage.id}", "pseudo",
                                      rest, source=passage.source))
             if len(out) == n:
                 return out
@@ -152,7 +152,7 @@ def span_questions(rows: Iterable[tuple[str, dict]], passages: Sequence[Passage]
     its question with every passage holding a reference's text as a positive. A reference split
     across two chunks falls back to its longest sentence. Returns the questions and the counts of
     rows left out, by reason."""
-    folded = {p.id: folded_text(p.text) for p in passages}
+    folded = {p.id: fold(p.text) for p in passages}
     out: list[TrainQuestion] = []
     skipped: dict[str, int] = {}
     for origin, row in rows:
@@ -163,12 +163,12 @@ def span_questions(rows: Iterable[tuple[str, dict]], passages: Sequence[Passage]
         positives: list[str] = []
         spans: list[str] = []
         for ref in refs:
-            span = folded_text(ref)
+            span = fold(ref)
             found = holding(span, passages, folded)
             if not found:
                 longest = max(candidate_sentences(ref) or [ref], key=len)
-                if len(folded_text(longest)) >= MIN_SPAN_CHARS:
-                    found = holding(folded_text(longest), passages, folded)
+                if len(fold(longest)) >= MIN_SPAN_CHARS:
+                    found = holding(fold(longest), passages, folded)
             positives += [f for f in found if f not in positives]
             spans.append(span)
         if not positives:
@@ -185,7 +185,7 @@ def mine_negatives(question: TrainQuestion, dense: Sequence[str], sparse: Sequen
     itself (an overlapping chunk repeats its neighbour's sentences: it is not wrong). A pseudo-query
     names its document: its sentence in another document (a template's line) is a negative."""
     out: list[str] = []
-    query = folded_text(question.text)
+    query = fold(question.text)
     for pair in _interleave(dense, sparse):
         if len(out) >= cap:
             break

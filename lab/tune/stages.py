@@ -18,7 +18,7 @@ import logging
 from typing import Any, Sequence
 
 from lab.errors import ConfigError
-from lab.metrics.text import folded_text
+from lab.evidence.text import fold
 from lab.tune.data import (FUSION_WEIGHTS, Prepared, dev_fusion, dev_mrr, dev_scores, fused_mrr, fusion_text,
                            open_index, passages_of, pick_fusion, reciprocal_rank, search)
 from lab.tune.options import TuneOptions
@@ -69,12 +69,12 @@ def first_stage_dev(name: str, model: Any, dev: Sequence[TrainQuestion], opts: T
     pipe, cache_root = open_index(cfg, opts)
     passages = passages_of(pipe.handle)
     by_id = {p.id: p for p in passages}
-    folded = {p.id: folded_text(p.text) for p in passages}
+    folded = {p.id: fold(p.text) for p in passages}
     if retriever_cfg.name in ("bm25", "hybrid"):
         ensure_fts(pipe.handle, cache_root)
     retriever = build_retriever(retriever_cfg, pipe.handle.index, pipe.embed_model)
     seen = _trained_on(cfg.embedding.model, opts)
-    fresh = [q for q in dev if folded_text(q.text) not in seen and q.span not in seen]
+    fresh = [q for q in dev if fold(q.text) not in seen and q.span not in seen]
     kept = [(q, tuple(p.id for p in passages if q.span and q.span in folded[p.id])) for q in fresh]
     kept = [(q, pos) for q, pos in kept if pos]
     out: dict[str, Any] = {"retriever": retriever_cfg.name, "top_k": retriever_cfg.top_k, "n": len(kept),
@@ -104,7 +104,7 @@ def _trained_on(model: str, opts: TuneOptions) -> set[str]:
     if not is_tuned(model):
         return set()
     rows = training_questions(tuned_dir(model, opts.cache_root))
-    return ({folded_text(r.get("text") or "") for r in rows} | {r["span"] for r in rows if r.get("span")}) - {""}
+    return ({fold(r.get("text") or "") for r in rows} | {r["span"] for r in rows if r.get("span")}) - {""}
 
 
 def first_stage_text(name: str, stage: dict[str, Any]) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lab.evalsets.excerpts import contradicts_category, heading_span, names_a_file, short_span
-from lab.evalsets.wordcover import words_not_in_spans
+from lab.evidence.states import words_not_in_spans
 from lab.evalsets.generate import REASONS, _check
 
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from lab.evalsets.twins import Folded, Twins, find_twins, fold, occurrences, span_twins
+from lab.evalsets.twins import Twins, find_twins, occurrences, span_twins
+from lab.evidence.text import Folded, fold_at
 
 PARA = "The --save-exact option pins the exact version."
 DOCS = {
@@ -42,8 +43,8 @@ def test_occurrences(text, lead, trail, hay, hits):
 
 
 def test_fold_keeps_each_words_offsets():
-    f = fold("  Two\n\nWORDS here")
-    assert f == Folded("two words here", [0, 4, 10], [2, 7, 13])
+    f = fold_at("  Two\n\nWORDS here", "words")
+    assert f == Folded("two words here", [2, 3, 4, 7, 7, 8, 9, 10, 11, 13, 13, 14, 15, 16])
 
 
 def test_span_twins_once_per_span_and_only_in_the_knowledge_base():

@@ -3,8 +3,9 @@ one lost, old runs without the record, and two runs' movers with their paired te
 
 import pytest
 
-from lab.metrics.funnel import (KEPT, RETRIEVAL, RETRIEVAL_STAGES, answer_loss, finish, lost_at_by_id, movers,
-                                piece_loss, question_funnel, states_text, summarise, unsupported_terms, utilisation)
+from lab.evidence.states import states_text, unsupported_terms
+from lab.metrics.funnel import (MAX_UNSUPPORTED, KEPT, RETRIEVAL, RETRIEVAL_STAGES, answer_loss, finish, lost_at_by_id,
+                                movers, piece_loss, question_funnel, summarise, utilisation)
 from lab.report.funnel import pair, stage_tests
 
 ALL_SEEN = [*RETRIEVAL_STAGES, "budget", "generation", "judge"]
@@ -159,8 +160,8 @@ def test_pair_compares_only_the_stages_both_runs_see():
 
 def test_answer_diagnostics():
     sent = "[1] (source: a.md)\nThe Ember 90 costs 8,400 euros. Odile Ferrand founded Brightwater Kilns."
-    assert unsupported_terms("The Ember 90 costs 8400 euros [1], says Marco Feltri.", sent) == ["Marco Feltri"]
-    assert unsupported_terms("It costs 9,100 euros.", sent) == ["9,100"]
+    assert unsupported_terms("The Ember 90 costs 8400 euros [1], says Marco Feltri.", sent, MAX_UNSUPPORTED) == ["Marco Feltri"]
+    assert unsupported_terms("It costs 9,100 euros.", sent, MAX_UNSUPPORTED) == ["9,100"]
     assert utilisation("Odile Ferrand did.", ["Odile Ferrand", "8,400", "Ghent"], sent) == 0.5  # Ghent was not sent
     assert utilisation("x", ["Ghent"], sent) is None
     assert states_text("The kilns opened in Ghent in 2014.", "opened its Ghent workshop in 2014")

@@ -2,7 +2,8 @@
 
 import pytest
 
-from lab.metrics.injection import anchored, fold, neutralise, scan, suspect_reasons
+from lab.evidence.text import fold
+from lab.metrics.injection import anchored, neutralise, scan, suspect_reasons
 
 
 @pytest.mark.parametrize("text, kinds", [
@@ -81,8 +82,8 @@ def test_suspect_reasons_name_the_text_they_come_from():
 
 
 def test_fold_joins_spaced_letters_and_drops_zero_width_characters():
-    assert fold("I g n o r e this") == "Ignore this"
-    assert fold("in\u200bstruc\u00adtions") == "instructions"
+    assert fold("I g n o r e this", "screen") == "Ignore this"
+    assert fold("in\u200bstruc\u00adtions", "screen") == "instructions"
 
 
 def test_neutralise_breaks_delimiters_and_special_tokens_and_nothing_else():

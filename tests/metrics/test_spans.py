@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from lab.metrics.spans import merge, overlap, place_share, span_rank_scores, span_scores
+from lab.evidence.holds import merge, overlap, place_share
+from lab.metrics.spans import span_rank_scores, span_scores
 
 
 def test_merge_joins_overlapping_and_touching_intervals():

@@ -315,14 +315,14 @@ def test_a_tuned_embedding_builds_its_own_index_and_a_retrained_one_another(worl
                            "--out", "fixture-reranker", "--first-stage", "small-embed")
     assert code == 0, err
     stage = json.loads((cache / "tuned" / "fixture-reranker" / CARD).read_text())["dev"]["first_stages"]["small-embed"]
-    from lab.metrics.text import folded_text
+    from lab.evidence.text import fold
     from lab.tune.data import prepare
     from lab.tune.options import TuneOptions
 
     dev = prepare(TuneOptions("reranker", "x", index="small-retrieval", train=[Path("eval.jsonl")], pseudo=30,
                               show_progress=False)).dev
     trained = [json.loads(x) for x in (cache / "tuned" / "fixture-embed" / QUESTIONS).read_text().splitlines()]
-    texts, spans = {folded_text(t["text"]) for t in trained}, {t["span"] for t in trained}
-    seen = sum(folded_text(q.text) in texts or q.span in spans for q in dev)
+    texts, spans = {fold(t["text"]) for t in trained}, {t["span"] for t in trained}
+    seen = sum(fold(q.text) in texts or q.span in spans for q in dev)
     assert seen >= 1 and stage["trained_on"] == seen and stage["n"] + stage["left_out"] == len(dev) - seen
     assert f"{seen} left out: its bi-encoder trained on them" in out

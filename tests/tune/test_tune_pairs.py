@@ -6,7 +6,7 @@ from __future__ import annotations
 from lab.evalsets.leakage import overlaps
 from lab.tune.pairs import (Passage, TrainQuestion, candidate_sentences, fingerprint, mine_negatives,
                             pseudo_queries, span_questions)
-from lab.metrics.text import folded_text
+from lab.evidence.text import fold
 from lab.tune.data import Prepared, dev_fusion, dev_mrr, pick_fusion
 
 KILN = Passage("a", "products/ember.md", "# Ember 90 kiln\n\nThe Ember 90 costs 8,400 euros. It fires at 1,300 degrees "
@@ -45,7 +45,7 @@ def test_pseudo_queries_name_their_document_one_per_passage_a_round():
         (pid,) = q.positives
         passage = {"a": KILN, "b": GHENT, "c": COPY}[pid]
         assert q.kind == "pseudo" and q.positive_text is None and q.source == passage.source
-        assert q.span in folded_text(passage.text) and q.span == folded_text(q.text.split(": ", 1)[-1])
+        assert q.span in fold(passage.text) and q.span == fold(q.text.split(": ", 1)[-1])
     # a round takes one sentence from each passage before any passage gives another
     assert sorted(q.positives[0] for q in qs[:3]) == ["a", "b", "c"]
     # seeded: the same seed, the same questions in the same order
@@ -84,8 +84,8 @@ def test_span_questions_every_passage_holding_the_span_is_a_positive():
 def test_mine_negatives_alternates_lists_and_skips_chunks_holding_the_span():
     passages = {p.id: p for p in [KILN, GHENT, COPY]} | {"d": Passage("d", "x.md", "Kilns need a vent."),
                                                           "e": Passage("e", "y.md", "Glazes and clays.")}
-    folded = {k: folded_text(p.text) for k, p in passages.items()}
-    q = TrainQuestion("Who runs the Ghent workshop?", ("b",), folded_text("Odile Ferrand runs it with her brother."),
+    folded = {k: fold(p.text) for k, p in passages.items()}
+    q = TrainQuestion("Who runs the Ghent workshop?", ("b",), fold("Odile Ferrand runs it with her brother."),
                       "eval.jsonl:1", "generated")
     # dense: b (positive), c (holds the span: not wrong), d; BM25: e, a, d (again), zz (not a passage)
     assert mine_negatives(q, ["b", "c", "d"], ["e", "a", "d", "zz"], passages, folded, cap=5) == ["e", "a", "d"]
@@ -93,9 +93,9 @@ def test_mine_negatives_alternates_lists_and_skips_chunks_holding_the_span():
     # a pseudo-query names its document: the same line in another document is a negative, in its own
     # document (an overlapping chunk) it is not
     twin = Passage("f", "company/ghent.md", "Odile Ferrand runs it with her brother. Closed on Mondays.")
-    passages["f"], folded["f"] = twin, folded_text(twin.text)
+    passages["f"], folded["f"] = twin, fold(twin.text)
     p = TrainQuestion("ghent: Odile Ferrand runs it with her brother.", ("b",),
-                      folded_text("Odile Ferrand runs it with her brother."), "pseudo:b", "pseudo", source=GHENT.source)
+                      fold("Odile Ferrand runs it with her brother."), "pseudo:b", "pseudo", source=GHENT.source)
     assert mine_negatives(p, ["b", "c", "f", "d"], [], passages, folded, cap=5) == ["c", "d"]
 
 
@@ -103,7 +103,7 @@ def test_overlaps_same_question_near_duplicate_and_same_span():
     train = [
         {"text": "Who runs the Ghent workshop?", "span": "", "origin": "gen.jsonl:4"},
         {"text": "How much does the Ember 90 kiln cost in euros?", "span": "", "origin": "gen.jsonl:9"},
-        {"text": "The Ember 90 costs 8,400 euros.", "span": folded_text("The Ember 90 costs 8,400 euros."),
+        {"text": "The Ember 90 costs 8,400 euros.", "span": fold("The Ember 90 costs 8,400 euros."),
          "origin": "pseudo:a"},
     ]
     eval_rows = [
@@ -132,7 +132,7 @@ def test_fingerprint_changes_with_a_negative_or_a_passage_text():
 def test_every_training_question_sharing_a_held_out_span_is_found_one_by_one():
     # two training questions share one eval row's span: overlaps() names the row once, so the
     # holdout filter asks for each training question alone (lab.tune.data.prepare)
-    span = folded_text("The Ember 90 costs 8,400 euros.")
+    span = fold("The Ember 90 costs 8,400 euros.")
     train = [{"text": "ember: The Ember 90 costs 8,400 euros.", "span": span, "origin": "pseudo:a"},
              {"text": "Ember 90 price list for 2024 models", "span": span, "origin": "pseudo:c"}]
     held = [(7, "How much is the Ember 90?", ["The Ember 90 costs 8,400 euros."])]
