@@ -68,9 +68,8 @@ def add_parsers(sub: Any, common: Any) -> None:
 def cmd_tune(args: argparse.Namespace) -> int:
     import sys
 
-    from lab.tune.data import fusion_text
     from lab.tune.options import TuneOptions
-    from lab.tune.stages import first_stage_text
+    from lab.tune.dev import first_stage_text, fusion_text
     from lab.tune.train import tune
 
     opts = TuneOptions(
@@ -90,7 +89,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if dev["mrr_after"] is not None:
         first = "first stage" if card["target"] == "reranker" else "base model"
         print(f"dev split ({dev['n']} questions, never trained on): MRR {dev['mrr_before']:.4f} ({first}) -> "
-              f"{dev['mrr_after']:.4f} (tuned)")
+              f"{dev['mrr_after']:.4f} (tuned); span MRR of retrieval-only runs, as lab run scores "
+              f"{result.path / 'dev.jsonl'}")
     w = dev.get("first_stage_weight")
     if dev.get("fusion"):
         print(f"dev split fused with the first stage, z(tuned) + w * z(dense): {fusion_text(dev['fusion'])}"

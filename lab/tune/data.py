@@ -1,7 +1,6 @@
 """The training material of ``lab tune``: the passages of an index, the questions (eval-set rows
 with golden spans, pseudo-queries), the hard negatives mined from the index's dense and BM25 sides,
-the dev split, and the dev split's MRR before and after (:func:`dev_mrr`), a reranker's also fused
-with the first stage's scores at each of :data:`FUSION_WEIGHTS` (:func:`dev_fusion`)."""
+and the dev split (scored by runs: :mod:`lab.tune.dev`)."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
 
 from lab.errors import ConfigError
 from lab.evalsets.evalset import load_eval_set
@@ -24,10 +22,8 @@ from lab.tune.pairs import Passage, TrainQuestion, mine_negatives, pseudo_querie
 
 log = logging.getLogger(__name__)
 
-#: Candidates taken from each first stage (dense, BM25) per question, for mining and the dev split.
+#: Candidates taken from each first stage (dense, BM25) per question, for mining.
 CANDIDATES = 20
-#: First-stage weights w tried on the dev split for a reranker: order by z(cross-encoder) + w * z(dense).
-FUSION_WEIGHTS = (0.25, 0.5, 1.0, 2.0)
 
 
 @dataclass
@@ -37,11 +33,9 @@ class Prepared:
     passages: list[Passage]
     train: list[TrainQuestion]
     dev: list[TrainQuestion]
-    dense: dict[str, list[str]]  # question text -> the first stage's dense candidates (ids, ranked)
     counts: dict[str, Any] = field(default_factory=dict)
     kb_fingerprint: str = ""
     index_key: str = ""
-    dense_scores: dict[str, list[float]] = field(default_factory=dict)  # their similarities, in that order
 
 
 def prepare(opts: TuneOptions) -> Prepared:
@@ -92,15 +86,11 @@ def prepare(opts: TuneOptions) -> Prepared:
     ensure_fts(pipe.handle, cache_root)
     sparse_r = build_retriever(BM25Retriever(name="bm25", top_k=k), pipe.handle.index, pipe.embed_model)
     folded = {p.id: fold(p.text) for p in passages}
-    dense: dict[str, list[str]] = {}
-    dense_scores: dict[str, list[float]] = {}
     draw = random.Random(opts.seed + 2)
     with Ticker("mine negatives", len(questions), opts.show_progress) as ticker:
         for q, nodes in zip(questions, dense_nodes):
             d = [n.node.node_id for n in nodes]
             s = [n.node.node_id for n in sparse_r.retrieve(QueryBundle(query_str=q.text))]
-            dense[q.text] = d
-            dense_scores[q.text] = [float(n.score or 0.0) for n in nodes]
             q.negatives = mine_negatives(q, d, s, by_id, folded, opts.negatives)
             q.negatives += random_negatives(q, passages, folded, opts.random_negatives, draw)
             ticker.update()
@@ -112,8 +102,7 @@ def prepare(opts: TuneOptions) -> Prepared:
     train = [questions[i] for i in sorted(order[n_dev:])]
     counts.update({"train": len(train), "dev": len(dev),
                    "negatives": sum(len(q.negatives) for q in train)})
-    return Prepared(passages, train, dev, dense, counts, pipe.handle.manifest.get("corpus_hash", ""), pipe.handle.key,
-                    dense_scores)
+    return Prepared(passages, train, dev, counts, pipe.handle.manifest.get("corpus_hash", ""), pipe.handle.key)
 
 
 def open_index(cfg: Any, opts: TuneOptions) -> tuple[Any, Path]:
@@ -166,77 +155,3 @@ def passages_of(handle: Any) -> list[Passage]:
             sources[i] = str(meta.get("source") or "")
     order = sorted(range(len(ids)), key=lambda i: ids[i])  # table order is not a contract
     return [Passage(ids[i], sources[i], texts[i]) for i in order]
-
-
-def dev_mrr(target: str, model: Any, prep: Prepared, by_id: dict[str, Passage], show_progress: bool,
-            scores: list[list[float]] | None = None) -> float:
-    """MRR of the dev questions' positives. Reranker: the dense top candidates, in the first
-    stage's order (``model`` None) or the model's (``scores``: its scores from :func:`dev_scores`,
-    else computed here). Embedding: every passage, by the base model's vectors (``model`` None: the
-    index's own order) or the tuned model's."""
-    if model is None:
-        return float(np.mean([reciprocal_rank(prep.dense[q.text], q.positives) for q in prep.dev]))
-    if target == "reranker":
-        return _fused_mrr(prep, scores if scores is not None else dev_scores(model, prep, by_id), None)
-    ids = [p.id for p in prep.passages]
-    docs = model.encode([p.text for p in prep.passages], normalize_embeddings=True, show_progress_bar=False)
-    queries = model.encode([q.text for q in prep.dev], normalize_embeddings=True, show_progress_bar=False)
-    sims = queries @ docs.T
-    rrs = []
-    for q, row in zip(prep.dev, sims):
-        ranked = [ids[i] for i in np.argsort(-row)[:CANDIDATES]]
-        rrs.append(reciprocal_rank(ranked, q.positives))
-    return float(np.mean(rrs))
-
-
-def dev_scores(model: Any, prep: Prepared, by_id: dict[str, Passage]) -> list[list[float]]:
-    """A cross-encoder's scores of each dev question's dense candidates, in their order."""
-    return [[float(s) for s in model.predict([(q.text, by_id[c].text) for c in prep.dense[q.text]],
-                                             show_progress_bar=False)] for q in prep.dev]
-
-
-def dev_fusion(prep: Prepared, scores: list[list[float]]) -> dict[str, float]:
-    """Dev MRR of z(cross-encoder) + w * z(dense similarity) for each w of :data:`FUSION_WEIGHTS`,
-    keyed by w as written in a config (what ``first_stage_weight`` does in a run)."""
-    return {f"{w:g}": _fused_mrr(prep, scores, w) for w in FUSION_WEIGHTS}
-
-
-def fusion_text(fusion: dict[str, float]) -> str:
-    """The dev fusion figures as the log, the model card and ``lab tune`` print them."""
-    return ", ".join(f"w {w}: {v:.4f}" for w, v in fusion.items())
-
-
-def pick_fusion(after: float, fusion: dict[str, float]) -> float | None:
-    """The first-stage weight with the best dev MRR, or None when the cross-encoder alone does at
-    least as well (ties go to the smaller weight)."""
-    best, mrr = None, after
-    for w, value in fusion.items():
-        if value > mrr + 1e-12:
-            best, mrr = float(w), value
-    return best
-
-
-def _fused_mrr(prep: Prepared, scores: list[list[float]], weight: float | None) -> float:
-    return fused_mrr([prep.dense[q.text] for q in prep.dev], [q.positives for q in prep.dev], scores,
-                     [prep.dense_scores[q.text] for q in prep.dev], weight)
-
-
-def fused_mrr(candidates: Sequence[Sequence[str]], positives: Sequence[Sequence[str]], scores: Sequence[Sequence[float]],
-              first: Sequence[Sequence[float]], weight: float | None) -> float:
-    """MRR of each question's candidates ordered by the model's ``scores`` (``weight`` None), or by
-    z(scores) + weight * z(first-stage scores), as a run with ``first_stage_weight`` orders them."""
-    from lab.rag.retrievers import z_fusion  # the fusion a run does with first_stage_weight
-
-    rrs = []
-    for cands, pos, s, f in zip(candidates, positives, scores, first):
-        order = s if weight is None else z_fusion(s, f, weight)
-        ranked = [cands[i] for i in sorted(range(len(cands)), key=lambda i: -order[i])]  # stable
-        rrs.append(reciprocal_rank(ranked, pos))
-    return float(np.mean(rrs))
-
-
-def reciprocal_rank(ranked: Sequence[str], positives: Sequence[str]) -> float:
-    for i, pid in enumerate(ranked):
-        if pid in positives:
-            return 1.0 / (i + 1)
-    return 0.0

@@ -58,9 +58,10 @@ class TrainQuestion:
     positive_text: str | None = None
     negatives: list[str] = field(default_factory=list)
     source: str = ""  # a pseudo-query's document: its sentence elsewhere, under another title, is a negative
+    places: tuple[tuple[str, int, int], ...] = ()  # a generated row's golden spans (source, start, end): the dev runs'
 
     def record(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if k not in ("positive_text", "negatives", "source")}
+        return {k: v for k, v in asdict(self).items() if k not in ("positive_text", "negatives", "source", "places")}
 
 
 def candidate_sentences(text: str) -> list[str]:
@@ -174,7 +175,10 @@ def span_questions(rows: Iterable[tuple[str, dict]], passages: Sequence[Passage]
         if not positives:
             skipped["span in no chunk"] = skipped.get("span in no chunk", 0) + 1
             continue
-        out.append(TrainQuestion(row["question"], tuple(positives), " ".join(spans), origin, "generated"))
+        places = tuple((r["source"], r["start_index"], r["end_index"]) for r in row.get("references") or []
+                       if r.get("source") and isinstance(r.get("start_index"), int) and isinstance(r.get("end_index"), int))
+        out.append(TrainQuestion(row["question"], tuple(positives), " ".join(spans), origin, "generated",
+                                 places=places))
     return out, skipped
 
 

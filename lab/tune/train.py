@@ -40,10 +40,10 @@ from lab.faults import point
 from lab.models.resolve import model_fingerprint, resolve_hf_model
 from lab.models.tuned import CARD, QUESTIONS, read_card, tuned_dir, tuned_root
 from lab.progress import Ticker, duration
-from lab.tune.data import Prepared, dev_mrr, fusion_text, prepare
+from lab.tune.data import Prepared, prepare
+from lab.tune.dev import DEV_SET, first_stage_text, fusion_text, log_dev, score_dev
 from lab.tune.options import BASE_MODEL, LOSSES, TARGETS, TuneOptions
 from lab.tune.pairs import Passage, TrainQuestion, fingerprint
-from lab.tune.stages import first_stage_text, log_dev, score_dev
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +279,6 @@ def tune(opts: TuneOptions) -> TuneResult:
              opts.target, hyper["loss"], len(prep.train), n_rows, len(prep.dev), total,
              f", resuming from {last.name}" if last else "")
     model = build_model(opts.target, base, work, hyper["max_length"], opts.seed)
-    before = dev_mrr(opts.target, None, prep, by_id, opts.show_progress) if prep.dev else None
     losses: list[float] = []
     t_train = time.perf_counter()
     with Ticker(f"tune {opts.target}", total, opts.show_progress, unit="steps") as ticker:
@@ -295,8 +294,11 @@ def tune(opts: TuneOptions) -> TuneResult:
                         f"{kept.name} is kept: the same command resumes from it" if kept else "no checkpoint yet")
             raise
     train_s = time.perf_counter() - t_train
-    dev = score_dev(model, prep, by_id, opts, before)
-    after = dev["mrr_after"]
+    # the dev split, scored by retrieval-only runs of the model as trained (lab.tune.dev)
+    shutil.rmtree(work / "dev", ignore_errors=True)
+    model.save_pretrained(str(work / "dev" / "model"))
+    dev = score_dev(str(work / "dev" / "model"), prep.dev, opts, work / "dev")
+    before, after = dev["mrr_before"], dev["mrr_after"]
     card = {
         "name": opts.out, "target": opts.target, "base_model": BASE_MODEL, "base_fingerprint": model_fingerprint(base),
         "training_set": train_fp, "kb": prep.kb_fingerprint, "index": {"experiment": opts.index, "key": prep.index_key},
@@ -310,11 +312,11 @@ def tune(opts: TuneOptions) -> TuneResult:
         "losses": losses, "dev": dev,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
-    path = save(model, card, prep, opts)
+    path = save(model, card, prep, opts, work / "dev" / DEV_SET)
     shutil.rmtree(work, ignore_errors=True)
     log.info("saved %s (%s, %s) in %s%s", path, card["fingerprint"], f"{card['steps']} steps",
              duration(card["wall_s"]),
-             f"; dev MRR {before:.4f} -> {after:.4f} on {len(prep.dev)} questions" if before is not None else "")
+             f"; dev MRR {before:.4f} -> {after:.4f} on {dev['n']} questions" if after is not None else "")
     log_dev(dev)
     return TuneResult(path, card)
 
@@ -323,14 +325,18 @@ def _rescore(target: Path, card: dict, prep: Prepared, by_id: dict[str, Passage]
     """The model exists, trained on the same questions with the same hyperparameters: score its dev
     split again (with ``--first-stage``) and rewrite its card in place; the weights are untouched,
     so its fingerprint, and every index and cache key naming it, stay as they were."""
-    from sentence_transformers.cross_encoder import CrossEncoder
-
     log.info("tuned/%s exists, trained on these questions with these hyperparameters: not retrained; scoring "
              "its dev split again", opts.out)
-    model = CrossEncoder(str(target), device="cpu", local_files_only=True)
-    before = dev_mrr(opts.target, None, prep, by_id, opts.show_progress) if prep.dev else None
-    card = dict(card, dev=score_dev(model, prep, by_id, opts, before))
-    for name, text in ((CARD, json.dumps(card, indent=2) + "\n"), ("README.md", model_card(card))):
+    work = tuned_root(opts.cache_root) / ".work" / f"{opts.out}-rescore-{os.getpid()}"
+    try:
+        card = dict(card, dev=score_dev(str(target), prep.dev, opts, work))
+        dev_set = (work / DEV_SET).read_text(encoding="utf-8") if (work / DEV_SET).is_file() else None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    files = [(CARD, json.dumps(card, indent=2) + "\n"), ("README.md", model_card(card))]
+    if dev_set is not None:
+        files.append((DEV_SET, dev_set))
+    for name, text in files:
         tmp = target / f".{name}.tmp-{os.getpid()}"
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, target / name)
@@ -345,9 +351,10 @@ def _last_checkpoint(folder: Path) -> Path | None:
     return max(done, key=lambda p: int(p.name.split("-")[-1]), default=None)
 
 
-def save(model: Any, card: dict, prep: Prepared, opts: TuneOptions) -> Path:
+def save(model: Any, card: dict, prep: Prepared, opts: TuneOptions, dev_set: Path | None = None) -> Path:
     """Write the model beside its final place and rename it there: whole or not at all. A full
-    disk stops with exit 2 and leaves nothing a config could load."""
+    disk stops with exit 2 and leaves nothing a config could load. ``dev_set``: the dev split's
+    eval set (:mod:`lab.tune.dev`), kept beside the model so ``lab run`` can score it again."""
     target = tuned_dir(opts.out, opts.cache_root)
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -357,6 +364,8 @@ def save(model: Any, card: dict, prep: Prepared, opts: TuneOptions) -> Path:
         with open(tmp / QUESTIONS, "w", encoding="utf-8") as fh:
             for q in prep.train:
                 fh.write(json.dumps(q.record(), ensure_ascii=False) + "\n")
+        if dev_set is not None and dev_set.is_file():
+            shutil.copyfile(dev_set, tmp / DEV_SET)
         (tmp / "README.md").write_text(model_card(card), encoding="utf-8")
         (tmp / CARD).write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
         point("tune.before_rename")
@@ -400,7 +409,8 @@ def model_card(card: dict) -> str:
         f"| final loss | {card['final_loss']:.4f} (mean {card['mean_loss']:.4f}) |",
     ]
     if dev.get("mrr_after") is not None:
-        lines.append(f"| dev MRR | {dev['mrr_before']:.4f} before, {dev['mrr_after']:.4f} after ({dev['n']} questions) |")
+        lines.append(f"| dev MRR | {dev['mrr_before']:.4f} before, {dev['mrr_after']:.4f} after ({dev['n']} questions; "
+                     f"span MRR of retrieval-only runs over `{DEV_SET}`) |")
     if dev.get("fusion"):
         lines.append(f"| dev MRR fused with the first stage | {fusion_text(dev['fusion'])} "
                      "(z(model) + w * z(dense similarity)) |")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from lab.models.tuned import CARD, QUESTIONS
-from lab.tune.data import pick_fusion
+from lab.tune.dev import CANDIDATES, DEV_SET, pick_fusion
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 QUICK = ["--max-steps", "3", "--batch-size", "4", "--max-length", "64", "--no-progress"]
@@ -89,11 +89,40 @@ def test_the_folder_is_a_plain_hugging_face_model_with_its_card(world):
     assert "tuned/fixture-reranker" in (folder / "README.md").read_text()
     # nothing half-written beside it, and the checkpoints are gone once saved
     assert sorted(p.name for p in (cache / "tuned").iterdir() if p.name != ".work") == ["fixture-reranker"]
+    assert (folder / DEV_SET).is_file()
     assert list((cache / "tuned" / ".work").iterdir()) == []
     from transformers import AutoModelForSequenceClassification
 
     model = AutoModelForSequenceClassification.from_pretrained(folder)  # a plain Hugging Face folder
     assert model.config.num_labels == 1
+
+
+def test_the_dev_figures_are_lab_runs_span_mrr_on_the_same_questions(world, cli):
+    """The dev MRR lab tune prints and writes is the span_mrr of lab run over the dev questions it
+    keeps beside the model: the base (the index's dense top 20) and the tuned model reordering it."""
+    project, cache = world
+    folder = cache / "tuned" / "fixture-reranker"
+    dev = json.loads((folder / CARD).read_text())["dev"]
+    rows = [json.loads(line) for line in (folder / DEV_SET).read_text().splitlines()]
+    assert len(rows) == dev["n"] == 2 and all(r["references"] for r in rows)
+    assert {r["category"] for r in rows} == {"direct_fact"}  # the config's first: its categories are closed
+    (project / "experiments" / "small-dev-base.yaml").write_text(
+        "schema_version: 1\nextends: small-retrieval\ndescription: fixture, dense top 20\n"
+        f"retriever: {{name: vector, top_k: {CANDIDATES}}}\n")
+    (project / "experiments" / "small-dev-tuned.yaml").write_text(
+        "schema_version: 1\nextends: small-dev-base\ndescription: fixture, the tuned cross-encoder\n"
+        f"reranker: {{name: sentence_transformer, model: tuned/fixture-reranker, top_n: {CANDIDATES}}}\n")
+    figures = {}
+    for name in ("small-dev-base", "small-dev-tuned"):
+        code, out, err = cli("run", name, "--eval", folder / DEV_SET, "--retrieval-only", "--reports", "dev-re",
+                             "--no-progress")
+        assert code == 0, err
+        run = sorted((project / "dev-re" / name).glob("2*"))[-1]
+        figures[name] = json.loads((run / "results.json").read_text())["metrics"]["overall"]["span_mrr"]["mean"]
+    assert figures["small-dev-base"] == dev["mrr_before"]
+    assert figures["small-dev-tuned"] == dev["mrr_after"]
+    printed = (cache.parent / "printed.txt").read_text()
+    assert f"MRR {dev['mrr_before']:.4f} (first stage) -> {dev['mrr_after']:.4f} (tuned)" in printed
 
 
 def test_lab_models_lists_it(world, cli):

@@ -7,7 +7,7 @@ from lab.evalsets.leakage import overlaps
 from lab.tune.pairs import (Passage, TrainQuestion, candidate_sentences, fingerprint, mine_negatives,
                             pseudo_queries, span_questions)
 from lab.evidence.text import fold
-from lab.tune.data import Prepared, dev_fusion, dev_mrr, pick_fusion
+from lab.tune.dev import dev_rows, pick_fusion
 
 KILN = Passage("a", "products/ember.md", "# Ember 90 kiln\n\nThe Ember 90 costs 8,400 euros. It fires at 1,300 degrees "
                                          "in under six hours.\n\n| model | price |\n|---|---|\n| Ember | 8,400 |")
@@ -140,32 +140,36 @@ def test_every_training_question_sharing_a_held_out_span_is_found_one_by_one():
     assert [t["origin"] for t in train if overlaps([t], held)] == ["pseudo:a", "pseudo:c"]
 
 
-def test_dev_fusion_mrr_by_hand_and_the_weight_it_picks():
-    q1 = TrainQuestion("q1", ("b",), "", "pseudo", "pseudo")
-    q2 = TrainQuestion("q2", ("d",), "", "pseudo", "pseudo")
-    prep = Prepared([], [], [q1, q2], {"q1": ["a", "b", "c"], "q2": ["d", "e"]},
-                    dense_scores={"q1": [0.9, 0.8, 0.1], "q2": [0.5, 0.4]})
-    scores = [[3.0, 1.0, 2.0], [0.0, 1.0]]  # the cross-encoder's
-    assert dev_mrr("reranker", None, prep, {}, False) == (1 / 2 + 1) / 2  # the dense order
-    # the model alone: a c b (b at 3), e d (d at 2)
-    assert dev_mrr("reranker", object(), prep, {}, False, scores) == (1 / 3 + 1 / 2) / 2
-    # q1: z(model) 1.2247, -1.2247, 0 and z(dense) 0.8429, 0.5620, -1.4049: b passes c from w 1 on (by w 0.5
-    # it is -0.9437 against -0.7024); q2: z(model) -1, 1 and z(dense) 1, -1: d ties e at w 1 (stable: d)
-    fusion = dev_fusion(prep, scores)
-    assert fusion == {"0.25": (1 / 3 + 1 / 2) / 2, "0.5": (1 / 3 + 1 / 2) / 2, "1": (1 / 2 + 1) / 2,
-                      "2": (1 / 2 + 1) / 2}
-    assert pick_fusion((1 / 3 + 1 / 2) / 2, fusion) == 1.0  # the smaller of the two best
+def test_the_weight_picked_is_the_best_and_the_smaller_of_a_tie():
+    fusion = {"0.25": 0.4167, "0.5": 0.4167, "1": 0.75, "2": 0.75}
+    assert pick_fusion(0.4167, fusion) == 1.0  # the smaller of the two best
     assert pick_fusion(0.75, fusion) is None  # the model alone does as well
 
 
+def test_dev_questions_become_eval_rows_with_located_spans():
+    docs = {"ghent.md": "# Ghent\n\nOdile  Ferrand runs it with her \u201cbrother\u201d.\n", "b.md": "Other."}
+    pseudo = TrainQuestion("Ghent: Odile Ferrand runs it with her \"brother\".", ("c1",),
+                           fold("Odile Ferrand runs it with her \"brother\"."), "pseudo:c1", "pseudo", source="ghent.md")
+    generated = TrainQuestion("What is other?", ("c2",), fold("Other."), "x.jsonl:3", "generated",
+                              places=(("b.md", 0, 6),))
+    lost = TrainQuestion("Gone?", ("c3",), fold("Not in any document."), "pseudo:c3", "pseudo", source="ghent.md")
+    rows, missing = dev_rows([pseudo, generated, lost], docs)  # no category given: "dev"
+    assert missing == 1
+    assert rows[0]["references"] == [{"source": "ghent.md", "content": "Odile  Ferrand runs it with her \u201cbrother\u201d.",
+                                      "start_index": 9, "end_index": 51}]  # 9 + 42 characters
+    assert rows[0]["reference_answer"] == rows[0]["references"][0]["content"]
+    assert rows[1]["references"] == [{"source": "b.md", "content": "Other.", "start_index": 0, "end_index": 6}]
+    assert [r["id"] for r in rows] == ["dev-0001", "dev-0002"] and {r["category"] for r in rows} == {"dev"}
+
+
 def test_a_first_stage_line_says_when_the_first_stage_alone_does_better():
-    from lab.tune.stages import first_stage_text
+    from lab.tune.dev import first_stage_text
 
     stage = {"retriever": "hybrid", "top_k": 20, "n": 98, "left_out": 2, "mrr_first_stage": 0.9567,
              "mrr_after": 0.7946, "fusion": {"0.25": 0.886, "0.5": 0.9148, "1": 0.9426, "2": 0.9475},
              "first_stage_weight": 2.0}
     assert first_stage_text("h", stage) == (
-        "h's first stage (hybrid top 20; 98 dev questions, 2 left out: span cut by its chunks): first stage 0.9567, "
+        "h's first stage (hybrid top 20; 98 dev questions, 2 left out: span in no document): first stage 0.9567, "
         "tuned alone 0.7946, fused w 0.25: 0.8860, w 0.5: 0.9148, w 1: 0.9426, w 2: 0.9475; best w 2; the first "
         "stage alone does better still")
     stage.update(mrr_first_stage=0.8642, left_out=0)
