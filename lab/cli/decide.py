@@ -57,7 +57,8 @@ def add_parsers(sub: Any, common: Any) -> None:
     rc.add_argument("a", metavar="A", help="the baseline experiment (a config NAME)")
     rc.add_argument("b", metavar="B", help="the candidate experiment")
     rc.add_argument("--metric", dest="metrics", action="append", metavar="METRIC",
-                    help="a metric to decide on (default mrr; repeat for several: each at alpha / their number)")
+                    help=f"a metric to decide on (default {catalog.DEFAULT_METRIC}; repeat for several: each at "
+                         "alpha / their number)")
     rc.add_argument("--alpha", type=float, default=ALPHA, help=f"error rate of the whole race (default {ALPHA:g})")
     rc.add_argument("--by-category", action="store_true", dest="by_category",
                     help="also a sequence per metric and category (each category's questions in the race's order); "
@@ -97,7 +98,7 @@ def cmd_race(args: argparse.Namespace) -> int:
         raise LabError(f"--effect {args.effect}: give the smallest difference that matters as a positive number")
     if args.max_n is not None and args.max_n < 1:
         raise LabError(f"--max {args.max_n}: give at least 1")
-    metrics = args.metrics or ["mrr"]
+    metrics = args.metrics or [catalog.DEFAULT_METRIC]
     for m in metrics:
         catalog.check(m)
         if args.margin is not None and not catalog.higher_is_better(m):
@@ -111,8 +112,8 @@ def cmd_race(args: argparse.Namespace) -> int:
                       cache_root=cache_root(args.cache), show_progress=False)
     overrides = run_overrides(args.kb, args.eval, answers=not args.retrieval_only)
     folder = race((args.a, args.b), args.experiments, overrides, opts,
-                  RaceOptions(metrics, args.alpha, args.effect, args.max_n, args.step, args.seed, args.margin,
-                              args.by_category),
+                  RaceOptions(metrics=metrics, alpha=args.alpha, effect=args.effect, max_n=args.max_n,
+                              step=args.step, seed=args.seed, margin=args.margin, by_category=args.by_category),
                   say=lambda line: print(line, file=sys.stderr))
     lines, passed = render_race(folder, args.junit)
     print("\n".join(lines))

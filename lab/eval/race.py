@@ -38,17 +38,19 @@ import os
 import random
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from lab.config import load_experiment, run_overrides
+from lab.config import ExperimentConfig, load_experiment, run_overrides
 from lab.config.load import merge
 from lab.errors import ConfigError, DataError
 from lab.evalsets.evalset import EvalRow, load_eval_set
-from lab.eval.runner import RunOptions, run_experiment
+from lab.eval.records import write_run
+from lab.eval.runner import RunOptions, evaluate, run_experiment
+from lab.eval.status import running
 from lab.metrics import catalog
 from lab.paths import inside, write_atomic
 from lab.progress import duration
@@ -63,7 +65,7 @@ RACE_DIR = "_race"
 
 @dataclass
 class RaceOptions:
-    metrics: list[str] = field(default_factory=lambda: ["mrr"])
+    metrics: list[str] = field(default_factory=lambda: [catalog.DEFAULT_METRIC])
     alpha: float = 0.05
     effect: float | None = None
     max_n: int | None = None
@@ -210,28 +212,19 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
     work = base / f".{run_id}.tmp-{os.getpid()}"
     work.mkdir(parents=True)
     try:
-        batch_opts = RunOptions(opts.project_root, work / "runs", opts.cache_root, False, opts.allow_overlap)
+        batch_opts = replace(opts, reports_root=work / "runs", show_progress=False)
 
-        def run_both(k: int, into: RunOptions, sequential: dict | None = None) -> list[tuple[dict, list[dict], Path]]:
+        def run_both(k: int, into: RunOptions, record: dict | None = None) -> list[tuple[dict, list[dict], Path]]:
             prefix = _prefix_file(base / "orders", rows, k)
-            out = []
-            quiet = logging.getLogger("lab")
-            level = quiet.level
-            quiet.setLevel(logging.WARNING)  # each batch's start-up lines would bury the race's own
-            try:
-                for n in names:
-                    out.append(_one(n, prefix, into, sequential))
-            finally:
-                quiet.setLevel(level)
-            return out
+            return [_one(n, prefix, into, record) for n in names]
 
-        def _one(n: str, prefix: Path, into: RunOptions, sequential: dict | None) -> tuple[dict, list[dict], Path]:
+        def _one(n: str, prefix: Path, into: RunOptions, record: dict | None) -> tuple[dict, list[dict], Path]:
             here = merge(overrides, {"data": {"eval_set": str(prefix)}, "sample": {"limit": None}})
             cfg = load_experiment(n, experiments, here)
-            if sequential is None and cfg.judge is not None:  # a batch needs the scores, not the judge's own checks
+            if record is None and cfg.judge is not None:  # a batch needs the scores, not the judge's own checks
                 cfg = load_experiment(n, experiments, merge(here, {"judge": {"calibration": False, "checks": 0}}))
-            run = run_experiment(cfg, RunOptions(into.project_root, into.reports_root, into.cache_root,
-                                                 into.show_progress, into.allow_overlap, sequential))
+            # quiet: each run's start-up lines would bury the race's own
+            run = run_experiment(cfg, into, quiet=True) if record is None else _race_run(cfg, into, record)
             results, samples = load_run(run)
             return results, samples, run
 
@@ -271,8 +264,7 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
                   "margin": ropts.margin}
         if categories:  # only a race by category: others' records keep their keys
             record["categories"] = categories
-        (ra, sa, fa), (rb, sb, fb) = run_both(stop, RunOptions(opts.project_root, opts.reports_root, opts.cache_root,
-                                                                 False, opts.allow_overlap), record)
+        (ra, sa, fa), (rb, sb, fb) = run_both(stop, replace(opts, show_progress=False), record)
         calls = {n: sum(u["calls"] + u["cached"] for u in (r.get("llm_usage") or {}).values())
                  for n, r in zip(names, (ra, rb))}
         per_q = sum(calls.values()) / stop if stop else 0.0
@@ -298,6 +290,18 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
         shutil.rmtree(work, ignore_errors=True)
         raise
     return folder
+
+
+def _race_run(cfg: ExperimentConfig, opts: RunOptions, record: dict) -> Path:
+    """The run of the questions a race used, as an ordinary run folder marked as the race's:
+    ``results.json`` holds the race's ``record`` as ``sequential``, and the run counts as a sample
+    of the whole set even when the race used every question, since its figures come from a
+    stopped race and must never stand for the experiment (its ``LATEST-FULL`` stays put)."""
+    with running(inside(opts.reports_root, cfg.name), cfg.name):
+        results, samples = evaluate(cfg, opts, quiet=True)
+        results["sequential"] = record
+        results["sample"].update(is_sample=True, n_total=record["of"])
+        return write_run(results, samples, cfg, opts.reports_root)
 
 
 def _last(p: MetricPath, margin: float | None) -> str | None:

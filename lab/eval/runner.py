@@ -42,25 +42,35 @@ from lab.rag.pipeline import ModelPlans, Pipeline, load_corpus, open_pipeline, r
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunOptions:
+    """Where a run reads and writes, and how it reports progress: the same for every experiment a
+    verb runs. Keywords only, so that a new option can never shift the meaning of a caller's
+    arguments."""
+
     project_root: Path
     reports_root: Path
     cache_root: Path
     show_progress: bool = True
     allow_overlap: bool = False  # run a tuned model on questions it was trained on (recorded)
-    sequential: dict | None = None  # lab race: where and why the race stopped (results.json "sequential")
 
 
-def run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
-    """Run ``cfg`` end to end and write its run folder: the stages fill the samples and return
-    their sections of ``results.json``, which this function only assembles. While it runs,
-    ``reports/<NAME>/.running-<pid>.json`` says how far it is (:mod:`lab.eval.status`)."""
+def run_experiment(cfg: ExperimentConfig, opts: RunOptions, *, quiet: bool = False) -> Path:
+    """Run ``cfg`` end to end and write its run folder (:func:`evaluate`, then
+    :func:`lab.eval.records.write_run`). While it runs, ``reports/<NAME>/.running-<pid>.json``
+    says how far it is (:mod:`lab.eval.status`). ``quiet`` leaves out the start-up lines that
+    say what the run will cost, for a caller that runs many small runs and reports on them itself."""
     with running(inside(opts.reports_root, cfg.name), cfg.name):
-        return _run_experiment(cfg, opts)
+        results, samples = evaluate(cfg, opts, quiet=quiet)
+        return write_run(results, samples, cfg, opts.reports_root)
 
 
-def _run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
+def evaluate(cfg: ExperimentConfig, opts: RunOptions, *, quiet: bool = False) -> tuple[Results, list[Sample]]:
+    """Run ``cfg`` and return its ``results.json`` and samples, written nowhere: the stages fill
+    the samples and return their sections of ``results.json``, which this function only
+    assembles. A caller with a section of its own (``lab race``'s ``sequential``) adds it and
+    writes the folder with :func:`lab.eval.records.write_run`, inside :func:`lab.eval.status.running`
+    as :func:`run_experiment` does. ``quiet``: as for :func:`run_experiment`."""
     timer = Timer()
     started = time.time()
     t_start = time.perf_counter()
@@ -73,8 +83,9 @@ def _run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
     documents = {d.metadata["source"]: d.text for d in corpus.documents}
     check_references(questions.eval_set, documents)
     tuned = check_tuned(plans, questions, corpus.content_hash, opts.allow_overlap)
-    for line in plan_lines(cfg, plans, judge, questions, opts):  # the cost, before the first model call
-        log.info("%s", line)
+    if not quiet:
+        for line in plan_lines(cfg, plans, judge, questions, opts):  # the cost, before the first model call
+            log.info("%s", line)
     # each golden span's twins: the same text elsewhere, which counts as the span in the span rank metrics
     twins = span_twins([(r.source, r.start_index, r.end_index) for row in questions.rows for r in row.references or []],
                        documents)
@@ -144,10 +155,7 @@ def _run_experiment(cfg: ExperimentConfig, opts: RunOptions) -> Path:
         models[role]["tuned"] = summary
     results = _results(cfg, opts, started, questions, pipe, models, metrics, extra,
                        {**pipe.counters(), **query_counters}, usage, timer)
-    if opts.sequential is not None:  # a race's prefix of its order: a sample of the whole set, never LATEST-FULL
-        results["sequential"] = opts.sequential
-        results["sample"].update(is_sample=True, n_total=opts.sequential["of"])
-    return write_run(results, samples, cfg, opts.reports_root)
+    return results, samples
 
 
 def plan_lines(cfg: ExperimentConfig, plans: ModelPlans, judge: JudgePlan | None, questions: "Questions",

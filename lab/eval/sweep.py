@@ -185,7 +185,8 @@ def config_value(cfg: ExperimentConfig, path: tuple[str, ...]) -> Any:
 
 def run_point(cfg: ExperimentConfig, opts: RunOptions, reports_root: Path, show_progress: bool) -> dict:
     """Run one configuration into ``reports_root`` and read back what a sweep or a search needs."""
-    run_dir = run_experiment(cfg, RunOptions(opts.project_root, reports_root, opts.cache_root, show_progress))
+    run_dir = run_experiment(cfg, RunOptions(project_root=opts.project_root, reports_root=reports_root,
+                                             cache_root=opts.cache_root, show_progress=show_progress))
     results = read_results(run_dir)
     return {"run": str(run_dir), "metrics": overall_means(results),
             "index_reused": results["index"]["reused"], "texts_embedded": results["index"]["texts_embedded"],

@@ -29,7 +29,8 @@ DEFAULT_METRIC = "mrr"
 #: Views: "terminal" (`lab run`/`lab show`), "table" (the run page's question table), "chart" (the
 #: run page's per-category charts, and the per-category tables of compare.html), "compare" (`lab
 #: compare`'s table and tests), "compare_chart" (compare.html's story charts), "movers" (compare.html's
-#: movers and per-category charts), "sweep" (sweep/optimize tables), "sweep_chart" (their charts).
+#: movers and per-category charts), "sweep" (sweep/optimize tables), "sweep_chart" (their charts),
+#: "runs" (the headline columns of `lab serve`'s runs table).
 #: Cards, the run page's per-category table and the exports show every metric a run has.
 
 
@@ -55,24 +56,24 @@ _SHARE, _SCORE = (0.9, 0.75), (4.5, 4.0)
 
 CATALOG: tuple[Metric, ...] = (
     Metric("mrr", "MRR (keywords)", "retrieval", "share", True, _SHARE,
-           _v("terminal", "table", "chart", "compare", "compare_chart", "movers", "sweep", "sweep_chart")),
+           _v("terminal", "table", "chart", "compare", "compare_chart", "movers", "sweep", "sweep_chart", "runs")),
     Metric("ndcg", "nDCG (keywords)", "retrieval", "share", True, _SHARE,
-           _v("terminal", "table", "chart", "compare", "compare_chart", "sweep", "sweep_chart")),
+           _v("terminal", "table", "chart", "compare", "compare_chart", "sweep", "sweep_chart", "runs")),
     Metric("coverage", "Coverage (keywords)", "retrieval", "percent", True, _SHARE,
            _v("terminal", "table", "compare", "compare_chart", "sweep", "sweep_chart")),
     # rank metrics from golden spans and their twins (lab.metrics.spans.span_rank_scores)
     Metric("span_mrr", "MRR (spans)", "spans", "share", True, _SHARE,
-           _v("terminal", "table", "chart", "compare", "compare_chart", "sweep", "sweep_chart")),
+           _v("terminal", "table", "chart", "compare", "compare_chart", "sweep", "sweep_chart", "runs")),
     Metric("span_ndcg", "nDCG (spans)", "spans", "share", True, _SHARE, _v("terminal", "table", "compare", "sweep")),
     Metric("span_precision", "Span precision", "spans", "share", True, None, _v("compare")),
-    Metric("span_recall", "Span recall", "spans", "share", True, None, _v("terminal", "compare")),
+    Metric("span_recall", "Span recall", "spans", "share", True, None, _v("terminal", "compare", "runs")),
     Metric("span_recall_any", "Span recall (twins count)", "spans", "share", True, None, _v("compare")),
     Metric("span_iou", "Span IoU", "spans", "share", True, None, _v("terminal", "table", "compare", "sweep")),
     Metric("label_recall", "Recall@k (labels)", "labels", "share", True, None, _v("compare")),
     Metric("label_mrr", "MRR@k (labels)", "labels", "share", True, None, _v("compare")),
     Metric("context_chars", "Context chars", "retrieval", "size", None, None, _v("terminal", "compare", "sweep")),
     Metric("accuracy", "Accuracy", "judge", "score", True, _SCORE,
-           _v("terminal", "table", "chart", "compare", "compare_chart", "movers", "sweep", "sweep_chart")),
+           _v("terminal", "table", "chart", "compare", "compare_chart", "movers", "sweep", "sweep_chart", "runs")),
     Metric("completeness", "Completeness", "judge", "score", True, _SCORE,
            _v("terminal", "table", "chart", "compare", "compare_chart", "sweep")),
     Metric("relevance", "Relevance", "judge", "score", True, _SCORE, _v("terminal", "table", "compare", "sweep")),

@@ -28,8 +28,8 @@ from lab.report.latest import is_sample
 from lab.runfiles import RUNNING_GLOB, load_run, read_running, values
 from lab.stats.paired import bootstrap_ci
 
-#: The metrics the runs table shows, where a run has them.
-HEADLINE = ("mrr", "ndcg", "span_mrr", "span_recall", "accuracy")
+#: The metrics the runs table shows, where a run has them (the catalogue's "runs" view).
+HEADLINE = catalog.names(view="runs")
 #: What a run's or an experiment's folder name may be in an address (what lab.paths.safe_name writes).
 SAFE = re.compile(r"[A-Za-z0-9_@-][A-Za-z0-9_.@-]*")
 #: A status file not replaced for this long, of a process on another host, is taken for a dead run.

@@ -2,11 +2,14 @@
 the fixture project (exhausted, a budget and its resume, bad input, the page in chromium)."""
 
 import json
+import logging
 
 import numpy as np
 import pytest
 
-from lab.eval.race import paths, stop_point
+from lab.eval import race as race_module
+from lab.eval.race import RaceOptions, paths, stop_point
+from lab.eval.runner import RunOptions
 from lab.stats.sequential import eb_cs
 from runs import lab
 
@@ -165,6 +168,37 @@ def test_a_budget_stops_the_race_and_a_rerun_continues_the_same_order(raced):
     assert not (project / "reports" / "small-bm25" / "LATEST-FULL").exists()
     samples = [json.loads(x) for x in (project / r2["runs"]["small-bm25"] / "samples.jsonl").read_text().splitlines()]
     assert [s["id"] for s in samples] == r2["order"]
+
+
+def test_a_race_quiets_its_runs_by_argument_and_leaves_the_lab_logger_as_it_found_it(project, monkeypatch, caplog):
+    """Every run of a race (the batches, then the two runs it keeps) is asked for by ``quiet=True``,
+    so no run's start-up plan lines bury the race's own; the ``lab`` logger's level belongs to
+    whoever set logging up and is the same during each run as before the race."""
+    caplog.set_level(logging.INFO, logger="lab")
+    calls = []
+
+    def spy(name, real):
+        def call(cfg, opts, **kw):
+            calls.append((name, kw, logging.getLogger("lab").level))
+            return real(cfg, opts, **kw)
+        return call
+
+    monkeypatch.setattr(race_module, "run_experiment", spy("run_experiment", race_module.run_experiment))
+    monkeypatch.setattr(race_module, "evaluate", spy("evaluate", race_module.evaluate))
+    opts = RunOptions(project_root=project, reports_root=project / "reports", cache_root=project / "cache",
+                      show_progress=False)
+    folder = race_module.race(("small-retrieval", "small-bm25"), project / "experiments", {}, opts,
+                              RaceOptions(max_n=2, step=2), say=lambda line: None)
+    # one batch of 2 and the stop's paths (2 runs each), then the race's own 2 runs, marked as the race's
+    assert calls == [("run_experiment", {"quiet": True}, logging.INFO)] * 4 + \
+        [("evaluate", {"quiet": True}, logging.INFO)] * 2
+    assert logging.getLogger("lab").level == logging.INFO
+    assert not [r for r in caplog.records if r.name == "lab.eval.runner" and r.levelno == logging.INFO]
+    kept = json.loads((folder / "race.json").read_text())["runs"]["small-bm25"]
+    results = json.loads((project / kept / "results.json").read_text())
+    assert results["sequential"]["stopped_at"] == 2 and results["sequential"]["of"] == 6
+    sample = results["sample"]
+    assert (sample["is_sample"], sample["n_questions"], sample["n_total"]) == (True, 2, 6)
 
 
 def test_bad_race_input_exits_2(project):

@@ -127,7 +127,8 @@ def scripted(tmp_path, monkeypatch):
         return folder
 
     monkeypatch.setattr(sweep, "run_experiment", run_experiment)
-    opts = RunOptions(tmp_path, tmp_path / "reports", tmp_path / "cache", False)
+    opts = RunOptions(project_root=tmp_path, reports_root=tmp_path / "reports", cache_root=tmp_path / "cache",
+                      show_progress=False)
     return {"overrides": {"data": {"eval_set": str(questions)}}, "opts": opts, "made": made}
 
 
