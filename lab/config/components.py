@@ -4,9 +4,10 @@ schema: one namespace."""
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal, Union
+from typing import Annotated, Any, ClassVar, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler,
+                      model_serializer, model_validator)
 
 
 class Strict(BaseModel):
@@ -276,14 +277,29 @@ class _RerankerBase(Strict):
         None, description="null: always rerank; a mapping: only when the policy fires (recorded per question).")
 
 
-class _CrossEncoderBase(_RerankerBase):
-    first_stage_weight: float | None = Field(
-        None,
+def _zero_is_off(w: float | None) -> float | None:
+    """A first-stage weight of 0 adds nothing to the model's order, so it is the off value, null:
+    the scores recorded are the model's own, not z-scores."""
+    return None if w == 0 else w
+
+
+#: A model reranker's ``first_stage_weight``: null (0 reads as null) is off; w > 0 fuses
+#: (:class:`lab.rag.postprocess.FusedReranker`).
+FirstStageWeight = Annotated[
+    float | None,
+    Field(
         ge=0,
-        description="null: order by the cross-encoder's score alone; w >= 0: by z(cross-encoder) + w * "
-        "z(first-stage score), z-scored over the candidates of each question (lab tune reranker picks "
-        "w on its dev split: the model card's dev.fusion).",
-    )
+        description="null (or 0): order by the reranker's own score, which is the score recorded; w > 0: by "
+        "z(reranker) + w * z(first-stage score), each z-scored over the candidates of each question, and that "
+        "sum is the score recorded (for a cross-encoder, lab tune reranker picks w on its dev split: the "
+        "model card's dev.fusion).",
+    ),
+    AfterValidator(_zero_is_off),
+]
+
+
+class _CrossEncoderBase(_RerankerBase):
+    first_stage_weight: FirstStageWeight = None
 
 
 class FlagEmbeddingRerankerConfig(_CrossEncoderBase):
@@ -313,18 +329,21 @@ class LLMPointwiseRerankerConfig(_RerankerBase):
     name: Literal["llm_pointwise"]
     """Picks this reranker."""
     model: str = Field("qwen2.5-coder-1.5b-instruct", description="A GGUF name or path.")
-    first_stage_weight: float = Field(
-        0.0,
-        ge=0,
-        description="0: order by the LLM's score alone; w > 0: by z(LLM) + w * z(first-stage "
-        "score), z-scored over the candidates of each question.",
-    )
+    first_stage_weight: FirstStageWeight = None
     max_passage_chars: int = Field(1500, gt=0)
     """Characters of each passage the LLM reads (the rest is cut off for scoring only)."""
     n_ctx: int = Field(1024, gt=0)
     """The reranker's llama.cpp context window, in tokens."""
     n_threads: int | None = None
     """CPU threads of the reranker's llama.cpp (null: all cores)."""
+
+    @model_serializer(mode="wrap")
+    def _off_written_as_zero(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Off is written ``first_stage_weight: 0.0``, as this reranker wrote it before null was its
+        off value: the resolved config of a run, and so its fingerprint, stay as they were."""
+        if self.first_stage_weight is None:
+            return handler(self.model_copy(update={"first_stage_weight": 0.0}))
+        return handler(self)
 
 
 class KeywordOverlapRerankerConfig(_RerankerBase):

@@ -20,7 +20,6 @@ from lab.errors import LabError
 from lab.models.backends import eval_reusing_prefix, llama_class
 from lab.models.resolve import model_fingerprint
 from lab.prompts import load_prompt
-from lab.rag.retrievers import z_fusion
 
 #: The prompt file (``lab/prompts/relevance-yesno-v1.txt``); its name is part of every score's key.
 PROMPT_VERSION = "relevance-yesno-v1"
@@ -98,14 +97,13 @@ def _logsumexp(x: np.ndarray) -> float:
 class LLMPointwiseReranker(BaseNodePostprocessor):
     """Reorders nodes by an LLM's relevance score; keeps ``top_n``. Scores are cached by content.
 
-    With ``first_stage_weight`` w > 0 the order is by ``z(llm) + w * z(first)``, each score
-    z-scored over the question's candidates (a constant list z-scores to 0), so a weak LLM adds
-    its signal to the bi-encoder's instead of replacing it. The nodes returned carry that score.
+    With ``first_stage_weight`` set, the run wraps it in :class:`lab.rag.postprocess.FusedReranker`,
+    as it does a cross-encoder, so that a weak LLM adds its signal to the first stage's instead of
+    replacing it.
     """
 
     top_n: int = Field(default=3)
     max_passage_chars: int = Field(default=1500)
-    first_stage_weight: float = Field(default=0.0)
     _scorer: Any = PrivateAttr()
     _cache: Any = PrivateAttr(default=None)
     counters: dict = Field(default_factory=lambda: {"computed": 0, "cached": 0})
@@ -143,8 +141,5 @@ class LLMPointwiseReranker(BaseNodePostprocessor):
             if self._cache:
                 self._cache.put_many({key: np.array([s], dtype=np.float32)})
             scores.append(float(np.float32(s)))  # the precision the cache keeps
-        if self.first_stage_weight > 0:
-            first = [n.score or 0.0 for n in nodes]
-            scores = z_fusion(scores, first, self.first_stage_weight)
         order = sorted(range(len(nodes)), key=lambda i: -scores[i])  # stable: ties keep retrieval order
         return [NodeWithScore(node=nodes[i].node, score=scores[i]) for i in order[: self.top_n]]

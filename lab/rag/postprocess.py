@@ -191,8 +191,9 @@ MODEL_FREE = {"keyword_overlap", "doc_boost", "doc_type_filter"}
 
 
 class FusedReranker(BaseNodePostprocessor):
-    """A cross-encoder's order fused with the first stage's: ``inner`` (a LlamaIndex reranker
-    keeping every candidate) scores them, and the order is by ``z(inner) + weight * z(first)``
+    """A model reranker's order fused with the first stage's, for every reranker with a
+    ``first_stage_weight`` (the cross-encoders and ``llm_pointwise``): ``inner`` (keeping every
+    candidate) scores them, and the order is by ``z(inner) + weight * z(first)``
     (:func:`lab.rag.retrievers.z_fusion`); the best ``top_n`` are kept with that score."""
 
     inner: Any = Field(default=None)
@@ -202,6 +203,10 @@ class FusedReranker(BaseNodePostprocessor):
     @classmethod
     def class_name(cls) -> str:
         return "FusedReranker"
+
+    @property
+    def counters(self) -> dict:
+        return getattr(self.inner, "counters", {})
 
     def _postprocess_nodes(self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
                            ) -> list[NodeWithScore]:
@@ -216,7 +221,8 @@ class FusedReranker(BaseNodePostprocessor):
 
 
 def _fused(plan: RerankerPlan, make: Callable[[int], BaseNodePostprocessor]) -> BaseNodePostprocessor:
-    """``make(top_n)``, the LlamaIndex reranker; fused with the first stage when the config asks."""
+    """``make(top_n)``, the model reranker; fused with the first stage when the config's
+    ``first_stage_weight`` is set (null is off: the config reads 0 as null)."""
     w = plan.cfg.first_stage_weight
     if w is None:
         return make(plan.cfg.top_n)
@@ -251,13 +257,9 @@ def _llm(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
         n_ctx=plan.cfg.n_ctx,
         n_threads=plan.cfg.n_threads,
     )
-    return LLMPointwiseReranker(
-        scorer=scorer,
-        top_n=plan.cfg.top_n,
-        max_passage_chars=plan.cfg.max_passage_chars,
-        first_stage_weight=plan.cfg.first_stage_weight,
-        cache=cache,
-    )
+    return _fused(plan, lambda top_n: LLMPointwiseReranker(scorer=scorer, top_n=top_n,
+                                                           max_passage_chars=plan.cfg.max_passage_chars,
+                                                           cache=cache))
 
 
 @RERANKERS.register("keyword_overlap")

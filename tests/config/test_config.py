@@ -41,7 +41,7 @@ def test_shipped_story_configs_resolve():
     assert t22.retriever.top_k == 50 and t22.reranker.name == "flag_embedding"
     assert t22.reranker.model == "BAAI/bge-reranker-base" and t22.reranker.top_n == 3
     assert off.chunker == t18.chunker and off.reranker.name == "llm_pointwise" and off.reranker.top_n == 3
-    assert (off.reranker.candidate_k, off.reranker.first_stage_weight) == (5, 0.0)
+    assert (off.reranker.candidate_k, off.reranker.first_stage_weight) == (5, None)  # off
     fused = load_experiment("turn22-offline-fused", exp)
     assert fused.reranker == off.reranker.model_copy(update={"first_stage_weight": 1.0})
 
@@ -136,6 +136,39 @@ def test_overrides_and_fingerprint(tmp_path):
     assert a.fingerprint() != b.fingerprint()  # data changed; the sample alone would not change it
     c = load_experiment("a", tmp_path, {"sample": {"limit": 3}})
     assert a.fingerprint() == c.fingerprint()
+
+
+@pytest.mark.parametrize("reranker", ["sentence_transformer", "flag_embedding", "llm_pointwise"])
+def test_first_stage_weight_zero_is_off_as_null_is(reranker):
+    """One off value: 0 reads as null for every model reranker (a cross-encoder's 0 used to record
+    z-scores of its own order)."""
+    from pydantic import TypeAdapter
+
+    from lab.config import RerankerConfig
+
+    read = TypeAdapter(RerankerConfig).validate_python
+    off, zero, fused = (read({"name": reranker, "first_stage_weight": w}) for w in (None, 0, 0.5))
+    assert (off.first_stage_weight, zero.first_stage_weight, fused.first_stage_weight) == (None, None, 0.5)
+    assert zero == off == read({"name": reranker})
+    with pytest.raises(ValueError, match="greater than or equal to 0"):
+        read({"name": reranker, "first_stage_weight": -1})
+
+
+def test_llm_pointwise_writes_off_as_zero_so_earlier_fingerprints_stand():
+    """llm_pointwise's off value was 0.0 and its resolved configs wrote it: they still do, so the
+    fingerprints of its runs (and turn22-offline's) are as they were; a cross-encoder leaves it out."""
+    from lab.config import LLMPointwiseRerankerConfig, SentenceTransformerRerankerConfig
+
+    llm = LLMPointwiseRerankerConfig(name="llm_pointwise")
+    assert llm.model_dump(mode="json", exclude_none=True)["first_stage_weight"] == 0.0
+    assert LLMPointwiseRerankerConfig.model_validate(llm.model_dump(mode="json")) == llm
+    assert llm.model_copy(update={"first_stage_weight": 1.0}).model_dump()["first_stage_weight"] == 1.0
+    ce = SentenceTransformerRerankerConfig(name="sentence_transformer", first_stage_weight=0)
+    assert "first_stage_weight" not in ce.model_dump(mode="json", exclude_none=True)
+    offline = load_experiment("turn22-offline", ROOT / "experiments")
+    assert offline.reranker.first_stage_weight is None
+    hashed = offline.model_dump(mode="json", exclude_none=True)  # as the fingerprint dumps it
+    assert hashed["reranker"]["first_stage_weight"] == 0.0  # what its fingerprint hashed before
 
 
 def test_registries_match_the_config_schema():

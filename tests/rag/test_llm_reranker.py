@@ -114,11 +114,22 @@ def test_interrupted_rerank_resumes_without_recomputing(tmp_path):
     assert [n.node.node_id for n in out] == ["n2", "n3"]
 
 
-def test_first_stage_weight_fuses_z_scores():
+def llm_reranker(monkeypatch, **cfg):
+    """``llm_pointwise`` as a run builds it from its config, scoring with :class:`FakeScorer`."""
+    from lab.config import LLMPointwiseRerankerConfig
+    from lab.models.resolve import ResolvedModel
+    from lab.rag.postprocess import RerankerPlan
+
+    monkeypatch.setattr("lab.rag.postprocess.LlamaCppRelevanceScorer", lambda *a, **k: FakeScorer())
+    config = LLMPointwiseRerankerConfig(name="llm_pointwise", **cfg)
+    return build_reranker(RerankerPlan(config, ResolvedModel("fake", "fake.gguf", "path")), None)
+
+
+def test_first_stage_weight_fuses_z_scores(monkeypatch):
     """z(llm) + w * z(first): hand arithmetic on three candidates."""
     import numpy as np
 
-    rr = LLMPointwiseReranker(scorer=FakeScorer(), top_n=3, first_stage_weight=1.0)
+    rr = llm_reranker(monkeypatch, top_n=3, first_stage_weight=1.0)
     # llm scores (question words present): [0, 1, 2]; first-stage scores: [1.0, 0.9, 0.8]
     out = rr.postprocess_nodes(nodes("x", "kiln", "kiln price"), query_bundle=QueryBundle("kiln price"))
     z_llm = (np.array([0, 1, 2]) - 1) / np.std([0, 1, 2])
@@ -126,6 +137,14 @@ def test_first_stage_weight_fuses_z_scores():
     fused = z_llm + z_first  # [0, 0, 0] up to rounding: ties keep the first-stage order
     assert fused == pytest.approx([0, 0, 0], abs=1e-9)
     assert [n.node.node_id for n in out] == ["n0", "n1", "n2"]
-    rr2 = LLMPointwiseReranker(scorer=FakeScorer(), top_n=1, first_stage_weight=0.5)
+    assert rr.counters == {"computed": 3, "cached": 0}  # the LLM's counters, through the fusion
+    rr2 = llm_reranker(monkeypatch, top_n=1, first_stage_weight=0.5)
     top = rr2.postprocess_nodes(nodes("x", "kiln", "kiln price"), query_bundle=QueryBundle("kiln price"))
     assert top[0].node.node_id == "n2" and top[0].score == pytest.approx(z_llm[2] + 0.5 * z_first[2])
+
+
+@pytest.mark.parametrize("weight", [None, 0])
+def test_first_stage_weight_off_records_the_llms_own_scores(monkeypatch, weight):
+    rr = llm_reranker(monkeypatch, top_n=2, first_stage_weight=weight)
+    out = rr.postprocess_nodes(nodes("x", "kiln", "kiln price"), query_bundle=QueryBundle("kiln price"))
+    assert [(n.node.node_id, n.score) for n in out] == [("n2", 2.0), ("n1", 1.0)]

@@ -1,4 +1,4 @@
-"""Keyword-overlap rerank, a cross-encoder fused with the first stage, auto-activation and the
+"""Keyword-overlap rerank, a model reranker fused with the first stage, auto-activation and the
 low-confidence guardrail, by hand."""
 
 import pytest
@@ -120,6 +120,39 @@ def test_fused_reranker_orders_by_z_inner_plus_weighted_z_first(weight, kept, sc
     assert [n.node.node_id for n in out] == kept
     assert [n.score for n in out] == pytest.approx(scores, abs=1e-6)
     assert [n.score for n in ns] == [0.9, 0.8, 0.1]  # the first stage's scores, as recorded
+
+
+class FakeCrossEncoder(Overwriting):
+    """Built as LlamaIndex's SentenceTransformerRerank is, keeping its ``top_n``."""
+
+    top_n: int = 3
+    model: str = ""
+    device: str = "cpu"
+
+    def _postprocess_nodes(self, nodes, query_bundle=None):
+        return super()._postprocess_nodes(nodes, query_bundle)[: self.top_n]
+
+
+@pytest.mark.parametrize("weight, kept, scores", [
+    (None, ["n0", "n2"], [3.0, 2.0]),  # off: the cross-encoder's own scores
+    (0, ["n0", "n2"], [3.0, 2.0]),  # 0 is off too (it used to record z-scores: 1.224745, 0.0)
+    (1.0, ["n0", "n1"], [2.067672, -0.662794]),  # z-fused, as in the table above
+])
+def test_a_cross_encoder_from_config_fuses_only_with_a_positive_weight(monkeypatch, weight, kept, scores):
+    import llama_index.core.postprocessor
+
+    from lab.config import SentenceTransformerRerankerConfig
+    from lab.models.resolve import ResolvedModel
+    from lab.rag.postprocess import RerankerPlan, build_reranker
+
+    monkeypatch.setattr(llama_index.core.postprocessor, "SentenceTransformerRerank", FakeCrossEncoder)
+    cfg = SentenceTransformerRerankerConfig(name="sentence_transformer", top_n=2, first_stage_weight=weight)
+    rr = build_reranker(RerankerPlan(cfg, ResolvedModel("fake", "fake", "path")), None)
+    assert isinstance(rr, FusedReranker) == (weight == 1.0)
+    ns = nodes(("a", 0.9), ("b", 0.8), ("c", 0.1))
+    out = Chain(None, 3, rr).apply(ns, QueryBundle("q")).nodes
+    assert [n.node.node_id for n in out] == kept
+    assert [n.score for n in out] == pytest.approx(scores, abs=1e-6)
 
 
 def test_the_chain_hands_the_reranker_copies_so_first_stage_scores_survive():
