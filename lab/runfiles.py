@@ -43,6 +43,47 @@ class Retrieved(TypedDict):
     text: str
 
 
+class FunnelItem(TypedDict, total=False):
+    """One piece of a question's gold evidence through the loss funnel's stages
+    (:mod:`lab.eval.funnel` records it, :mod:`lab.metrics.funnel` judges it). Always: kind,
+    rank, lost_at; a run's own record also chunk and candidate_rank."""
+
+    kind: str  # "span" | "keyword"
+    source: str  # a span's place: source, start, end
+    start: int
+    end: int
+    text: str  # a span's text, for a row without keywords (the answer is checked against it)
+    keyword: str
+    n_chunks: int  # a keyword: how many chunks of the index hold it
+    chunk: str | None  # the first chunk of the index holding it
+    candidate_rank: int | None  # the first of the first stage's candidates holding it
+    rank: int | None  # the first passage of the final list holding it
+    sent: int | None  # the sent passage holding it (its number in the context)
+    stated: bool  # whether the answer states it
+    lost_at: str | None  # the stage it was lost at (None: not lost)
+
+
+class FunnelRecord(TypedDict, total=False):
+    """A question's loss funnel: the stages the run lets it see, each piece of its evidence, and
+    where the question was lost (``lost_at``: a stage, ``kept``, or None for a row without gold
+    evidence). Built at retrieval (:func:`lab.eval.funnel.retrieval_side`), extended after the
+    context (:func:`~lab.eval.funnel.sent_side`) and finished with the answer side
+    (:func:`lab.metrics.funnel.finish`), each returning a new record."""
+
+    lost_at: str | None
+    seen: list[str]
+    items: list[FunnelItem]
+    n_candidates: int
+    budget: dict  # {dropped: [ids], truncated: [ids]}
+    stated_by: str  # "claims": the claims judge's P(stated), not keyword matching
+    claims: list[dict]  # [{fact, stated}]
+    stated: float  # the share of the gold the answer states
+    answer_excerpt: str
+    diagnostics: dict  # {utilisation, unsupported, refused_with_gold}
+    accuracy: float
+    derived: bool  # an old run's record, derived from its files
+
+
 class Sample(TypedDict, total=False):
     """One question. Always: id, question, category, keywords, reference_answer, keyword_ranks,
     metrics, retrieved, first_stage, timings. The rest when a stage that writes it ran:
@@ -61,10 +102,9 @@ class Sample(TypedDict, total=False):
     retrieved: list[Retrieved]
     first_stage: list[dict] | None  # [{id, score}] before reranking; None without a reranker
     # since the loss funnel: the retriever's candidates [{id, rank, score}] (at most 100), and the
-    # question's funnel {lost_at, seen, items, n_candidates, budget, stated, answer_excerpt, accuracy,
-    # diagnostics} (lab.metrics.funnel); lost_at None: the row has no gold evidence
+    # question's funnel
     candidates: list[dict]
-    funnel: dict
+    funnel: FunnelRecord
     timings: dict[str, float | None]
     # [{source, start, end}]; since the span rank metrics also rank (of the first passage holding the
     # span, None: none), held_by_twin (true where that passage holds a twin), and, for a span with

@@ -23,6 +23,7 @@ from lab.evidence.text import fold
 from lab.metrics.funnel import MAX_CANDIDATES, RETRIEVAL_STAGES, piece_loss
 from lab.rag.postprocess import score_float
 from lab.rag.sent import passage_spans
+from lab.runfiles import FunnelItem, FunnelRecord
 
 Span = tuple[str, int, int]
 #: Characters of a span's text kept in the record of a row without keywords (the answer is checked
@@ -63,25 +64,25 @@ class FunnelView:
     """What the first two stages read: the loaded documents and every chunk of the index."""
 
     documents: dict[str, str]
-    chunks: list[tuple[str, str | None, int | None, int | None, str]]
+    chunks: list[Passage]  # every chunk of the index, in table order (lab.rag.index.index_passages)
     _docs: _Haystack = field(init=False)
     _chunks: _Haystack = field(init=False)
     _by_source: dict[str, list[tuple[str, int, int]]] = field(init=False)
 
     def __post_init__(self) -> None:
         self._docs = _Haystack(list(self.documents.values()))
-        self._chunks = _Haystack([c[4] for c in self.chunks])
+        self._chunks = _Haystack([c.text for c in self.chunks])
         self._by_source = {}
-        for cid, source, start, end, _ in self.chunks:
-            if source is not None and start is not None and end is not None:
-                self._by_source.setdefault(source, []).append((cid, start, end))
+        for c in self.chunks:
+            for source, start, end in c.pieces:
+                self._by_source.setdefault(source, []).append((c.id, start, end))
 
     def keyword_in_kb(self, keyword: str) -> bool:
         return self._docs.first(keyword) is not None
 
     def keyword_chunk(self, keyword: str) -> str | None:
         i = self._chunks.first(keyword)
-        return None if i is None else self.chunks[i][0]
+        return None if i is None else self.chunks[i].id
 
     def keyword_chunks(self, keyword: str) -> int:
         """How many chunks contain the keyword."""
@@ -112,12 +113,12 @@ def candidates_record(first: Sequence[NodeWithScore]) -> list[dict]:
 
 
 def retrieval_side(row: EvalRow, first: Sequence[NodeWithScore], final: Sequence[NodeWithScore],
-                   view: FunnelView, twins: dict[tuple, Any]) -> dict:
+                   view: FunnelView, twins: dict[tuple, Any]) -> FunnelRecord:
     """A question's funnel record after retrieval: each piece of gold evidence (its spans, else its
     keywords) with the chunk, the first candidate and the final passage holding it, and where it was
     lost so far. ``lost_at`` is set by :func:`lab.metrics.funnel.finish`; a row with no evidence
     records ``lost_at: None``."""
-    items: list[dict] = []
+    items: list[FunnelItem] = []
     refs = [(r.source, r.start_index, r.end_index, r.content) for r in row.references or []]
     if refs:
         first_p, final_p = passage_spans(first), passage_spans(final)
@@ -164,12 +165,14 @@ def _sent_pieces(node: NodeWithScore, sent_chars: int, truncated: bool) -> list[
     return out
 
 
-def sent_side(rec: dict, final: Sequence[NodeWithScore], ctx: Any, suppressed: bool = False) -> None:
-    """After the context is built: which sent passage holds each piece still in the running, and
-    what the budget removed; a piece the final list held and the context does not is lost at the
-    budget (at the second stage when the guardrail suppressed the context)."""
-    rec["seen"] = [*rec["seen"], "budget"]
-    rec["budget"] = {"dropped": list(ctx.dropped), "truncated": [p.node_id for p in ctx.passages if p.truncated]}
+def sent_side(record: FunnelRecord, final: Sequence[NodeWithScore], ctx: Any, suppressed: bool = False
+              ) -> FunnelRecord:
+    """After the context is built, a new record: which sent passage holds each piece still in the
+    running, and what the budget removed; a piece the final list held and the context does not is
+    lost at the budget (at the second stage when the guardrail suppressed the context)."""
+    rec: FunnelRecord = {**record, "seen": [*record["seen"], "budget"], "items": [dict(i) for i in record["items"]],
+                         "budget": {"dropped": list(ctx.dropped),
+                                    "truncated": [p.node_id for p in ctx.passages if p.truncated]}}
     by_id = {n.node.node_id: n for n in final}
     passages = [(i, p, by_id.get(p.node_id)) for i, p in enumerate(ctx.passages, start=1)]
     for item in rec["items"]:
@@ -189,3 +192,4 @@ def sent_side(rec: dict, final: Sequence[NodeWithScore], ctx: Any, suppressed: b
         item["sent"] = sent
         if sent is None:
             item["lost_at"] = "second_stage" if suppressed else "budget"
+    return rec

@@ -35,7 +35,7 @@ from lab.models.llm import LabLLM, build_llm
 from lab.models.tuned import card_summary, read_card, training_questions
 from lab.paths import inside, project_path
 from lab.progress import run_all
-from lab.rag.index import IndexHandle, table_ids
+from lab.rag.index import IndexHandle, index_passages
 from lab.rag.llm_reranker import PROMPT_VERSION as LLM_RERANK_PROMPT
 from lab.rag.pipeline import ModelPlans, Pipeline, load_corpus, open_pipeline, resolve_models
 
@@ -139,8 +139,8 @@ def evaluate(cfg: ExperimentConfig, opts: RunOptions, *, quiet: bool = False) ->
     for s in samples:
         rec = s.get("funnel")
         if rec and rec.get("items"):
-            rec["seen"] += [x for x, key in (("generation", "answer"), ("judge", "judgement")) if key in s]
-            finish(rec, s)
+            answered = [x for x, key in (("generation", "answer"), ("judge", "judgement")) if key in s]
+            s["funnel"] = finish({**rec, "seen": [*rec["seen"], *answered]}, s)
     extra["funnel"] = summarise(samples, cfg.data.categories)
 
     # --- aggregate and write --------------------------------------------------------------------
@@ -303,7 +303,7 @@ def _results(cfg: ExperimentConfig, opts: RunOptions, started: float, questions:
 
 
 def _labels_summary(path: str, labels: dict, handle: IndexHandle) -> dict:
-    ids = table_ids(handle)
+    ids = {p.id for p in index_passages(handle)}
     missing = sorted({i for rel in labels.values() for i in rel if i not in ids})
     if missing:
         log.warning("%d labelled chunk ids are not in this index (labels made for another chunking?): %s",

@@ -32,7 +32,7 @@ from lab.metrics.spans import span_rank_scores, span_scores
 from lab.models.llm import LabLLM, as_llamaindex_llm
 from lab.progress import progress, run_all
 from lab.rag import ann as ann_index
-from lab.rag.index import table_chunks
+from lab.rag.index import index_passages
 from lab.rag.generation import LabSynthesizer
 from lab.rag.pipeline import Pipeline
 from lab.rag.postprocess import score_float
@@ -106,7 +106,7 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
     if twins is None:
         twins = span_twins([(r.source, r.start_index, r.end_index) for row in rows for r in row.references or []],
                            documents)
-    view = FunnelView(documents, table_chunks(pipe.handle))
+    view = FunnelView(documents, index_passages(pipe.handle))
     samples, finals = [], []
     items = zip(rows, bundles, firsts)
     if reranker is not None:  # the slow stage: show a bar or log an ETA
@@ -205,7 +205,7 @@ def answer_stage(samples: list[Sample], finals: list[list[NodeWithScore]], synth
         out = run_all(one, range(len(samples)), "generate", show_progress, synthesizer.lab_llm.concurrency)
     for s, final, (record, ctx) in zip(samples, finals, out):
         if s.get("funnel", {}).get("items"):  # what the budget kept of the gold evidence
-            sent_side(s["funnel"], final, ctx, suppressed=bool(record.get("suppressed")))
+            s["funnel"] = sent_side(s["funnel"], final, ctx, suppressed=bool(record.get("suppressed")))
         rec = ctx.as_record()
         s["context"] = rec
         s["answer"] = record

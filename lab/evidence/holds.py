@@ -71,11 +71,13 @@ def place_share(pieces: Sequence[Span], place: Span) -> float:
 @dataclass(frozen=True)
 class Passage:
     """A passage as evidence is looked for in it: its text, and where that text lies in the
-    knowledge base (``pieces``; empty where the offsets are unknown)."""
+    knowledge base (``pieces``; empty where the offsets are unknown); a chunk of an index also
+    has its ``id`` and its document (``source``)."""
 
     text: str = ""
     pieces: tuple[Span, ...] = ()
     id: str = ""
+    source: str = ""
 
     @cached_property
     def case(self) -> str:

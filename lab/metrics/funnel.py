@@ -43,6 +43,7 @@ from typing import Iterable, Mapping, Sequence
 
 from lab.evidence.states import stated_keywords, states_text, unsupported_terms
 from lab.evidence.text import fold
+from lab.runfiles import FunnelRecord
 
 #: The stages in pipeline order; a question lost at none of them is ``kept``.
 STAGES = ("kb", "chunking", "first_stage", "second_stage", "budget", "generation", "judge")
@@ -196,15 +197,15 @@ def question_funnel(sample: Mapping) -> dict | None:
             if lost is None and sent_ids is not None and fold(k, "case") not in fold(sent_text, "case"):
                 lost = "budget"
             items.append({"kind": "keyword", "keyword": k, "rank": rank, "lost_at": lost})
-    out = {"lost_at": None, "seen": seen, "items": items, "derived": True}
-    finish(out, sample)
-    return out
+    return finish({"lost_at": None, "seen": seen, "items": items, "derived": True}, sample)
 
 
-def finish(rec: dict, sample: Mapping) -> dict:
-    """Complete a question's funnel record with the answer side, its diagnostics and its verdict
-    (``lost_at``). The generation and judge stages are seen only where the answer's statement of
-    the gold can be checked (keywords, or the spans' texts)."""
+def finish(record: FunnelRecord, sample: Mapping) -> FunnelRecord:
+    """A question's funnel record completed with the answer side, its diagnostics and its verdict
+    (``lost_at``), as a new record (``record`` is left as it is). The generation and judge stages
+    are seen only where the answer's statement of the gold can be checked (keywords, or the spans'
+    texts)."""
+    rec: FunnelRecord = {**record, "seen": list(record["seen"]), "items": [dict(i) for i in record["items"]]}
     lost = first_lost(i.get("lost_at") for i in rec["items"])
     answer = sample.get("answer")
     text = answer.get("text") if isinstance(answer, Mapping) and answer.get("status", "ok") != "failed" else None

@@ -34,6 +34,7 @@ from lab import faults
 from lab.caches import cache_fault, set_aside
 from lab.config import AnnConfig, ChunkerConfig, EmbeddingConfig, ExperimentConfig, HeadersConfig
 from lab.errors import ConfigError
+from lab.evidence.holds import Passage
 from lab.progress import Ticker
 from lab.rag import ann as ann_index
 from lab.rag.chunkers import chunk, matched_text
@@ -367,32 +368,24 @@ def ensure_fts(handle: IndexHandle, cache_root: Path) -> bool:
     return built
 
 
-def table_rows(handle: IndexHandle) -> list[dict]:
-    """Every chunk's id, source and text (for inspection and tests)."""
-    import lancedb
-
-    table = lancedb.connect(str(handle.path / "lancedb")).open_table(TABLE)
-    data = table.to_arrow().select(["id", "text", "vector"]).to_pylist()
-    return data
-
-
-def table_chunks(handle: IndexHandle) -> list[tuple[str, str | None, int | None, int | None, str]]:
-    """Every chunk of the index as ``(id, source, start, end, text)``, offsets in its source
-    document (None where unknown), in table order: what the loss funnel's chunking stage reads."""
+def index_passages(handle: IndexHandle) -> list[Passage]:
+    """Every chunk of the index as a :class:`~lab.evidence.holds.Passage` (its id, document,
+    text, and its place in the document where the offsets are known), in table order: the one
+    reader of an index's passages (the loss funnel's chunking stage, the labels' chunk ids,
+    ``lab tune``'s passages)."""
     rows = handle.index.vector_store.table.to_arrow().select(["id", "text", "metadata"]).to_pylist()
     out = []
     for row in rows:
         meta = row.get("metadata") or {}
+        if isinstance(meta, str):
+            meta = json.loads(meta or "{}")
         start = end = None
         try:
             node = json.loads(meta.get("_node_content") or "{}")
             start, end = node.get("start_char_idx"), node.get("end_char_idx")
         except ValueError:
             pass
-        out.append((row["id"], meta.get("source"), start, end, row.get("text") or ""))
+        source = meta.get("source")
+        place = ((source, start, end),) if source is not None and start is not None and end is not None else ()
+        out.append(Passage(text=row.get("text") or "", pieces=place, id=row["id"], source=str(source or "")))
     return out
-
-
-def table_ids(handle: IndexHandle) -> set[str]:
-    """Every chunk id in the index."""
-    return set(handle.index.vector_store.table.to_arrow().column("id").to_pylist())

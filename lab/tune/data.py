@@ -4,7 +4,6 @@ and the dev split (scored by runs: :mod:`lab.tune.dev`)."""
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from dataclasses import dataclass, field
@@ -12,13 +11,21 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
+from llama_index.core.schema import QueryBundle
+
+from lab.config import BM25Retriever, VectorRetriever, load_experiment, run_overrides
 from lab.errors import ConfigError
 from lab.evalsets.evalset import load_eval_set
 from lab.evalsets.leakage import overlaps
+from lab.evidence.holds import Passage
 from lab.evidence.text import fold
+from lab.paths import cache_dir
 from lab.progress import Ticker
+from lab.rag.index import ensure_fts, index_passages
+from lab.rag.pipeline import open_pipeline, resolve_models
+from lab.rag.retrievers import build_retriever
 from lab.tune.options import TuneOptions
-from lab.tune.pairs import Passage, TrainQuestion, mine_negatives, pseudo_queries, span_questions
+from lab.tune.pairs import TrainQuestion, mine_negatives, pseudo_queries, span_questions
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +47,6 @@ class Prepared:
 
 def prepare(opts: TuneOptions) -> Prepared:
     """Passages from the index, questions from the files and the chunks, negatives mined."""
-    from llama_index.core.schema import QueryBundle
-
-    from lab.config import BM25Retriever, VectorRetriever, load_experiment, run_overrides
-    from lab.rag.index import ensure_fts
-    from lab.rag.retrievers import build_retriever
 
     cfg = load_experiment(opts.index, opts.experiments_dir, run_overrides(opts.kb, None))
     # every input is read before the index is opened: a bad row stops in a second
@@ -57,7 +59,7 @@ def prepare(opts: TuneOptions) -> Prepared:
         es = load_eval_set(Path(path), None)
         held += [(r._line, r.question, [x.content for x in r.references or []]) for r in es.rows]
     pipe, cache_root = open_index(cfg, opts)
-    passages = passages_of(pipe.handle)
+    passages = sorted(index_passages(pipe.handle), key=lambda p: p.id)  # table order is not a contract
     by_id = {p.id: p for p in passages}
     questions, skipped = span_questions(rows, passages)
     pseudo = pseudo_queries(passages, opts.pseudo, opts.seed, opts.cloze)
@@ -108,8 +110,6 @@ def prepare(opts: TuneOptions) -> Prepared:
 def open_index(cfg: Any, opts: TuneOptions) -> tuple[Any, Path]:
     """The pipeline of experiment ``cfg`` for retrieval alone (its index built or reused, no LLM),
     and the cache root."""
-    from lab.paths import cache_dir
-    from lab.rag.pipeline import open_pipeline, resolve_models
 
     cfg = cfg.model_copy(update={"generation": None, "judge": None, "reranker": None, "query": None,
                                  "ragas": None, "caches": None})
@@ -120,8 +120,6 @@ def open_index(cfg: Any, opts: TuneOptions) -> tuple[Any, Path]:
 
 def search(pipe: Any, retriever: Any, texts: Sequence[str], show_progress: bool) -> list[list[Any]]:
     """Each text's candidates from ``retriever``: the questions embedded in one batch, searched in one."""
-    from llama_index.core.schema import QueryBundle
-
     vectors = pipe.embed_model.encode(list(texts), pipe.embed_model.query_prefix, show_progress=show_progress)
     return retriever.retrieve_many([QueryBundle(query_str=t, embedding=v.tolist()) for t, v in zip(texts, vectors)])
 
@@ -141,17 +139,3 @@ def random_negatives(q: TrainQuestion, passages: Sequence[Passage], folded: dict
             continue
         out.append(p.id)
     return out
-
-
-def passages_of(handle: Any) -> list[Passage]:
-    table = handle.index.vector_store.table
-    data = table.to_arrow()
-    ids = data.column("id").to_pylist()
-    texts = data.column("text").to_pylist()
-    sources: list[str] = [""] * len(ids)
-    if "metadata" in data.column_names:
-        for i, m in enumerate(data.column("metadata").to_pylist()):
-            meta = json.loads(m) if isinstance(m, str) else (m or {})
-            sources[i] = str(meta.get("source") or "")
-    order = sorted(range(len(ids)), key=lambda i: ids[i])  # table order is not a contract
-    return [Passage(ids[i], sources[i], texts[i]) for i in order]

@@ -25,6 +25,7 @@ from pathlib import PurePosixPath
 from typing import Iterable, Sequence
 
 from lab.evalsets.leakage import MIN_SPAN_CHARS
+from lab.evidence.holds import Passage
 from lab.evidence.text import fold
 
 #: A pseudo-query has this many words at least, and at most.
@@ -33,15 +34,6 @@ MIN_WORDS, MAX_WORDS = 5, 40
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(*\[])")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 _LIST = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-
-
-@dataclass(frozen=True)
-class Passage:
-    """A chunk of the index the model is tuned on."""
-
-    id: str
-    source: str
-    text: str
 
 
 @dataclass

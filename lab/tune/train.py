@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lab.errors import ConfigError, LabError
+from lab.evidence.holds import Passage
 from lab.faults import point
 from lab.models.resolve import model_fingerprint, resolve_hf_model
 from lab.models.tuned import CARD, QUESTIONS, read_card, tuned_dir, tuned_root
@@ -43,7 +44,7 @@ from lab.progress import Ticker, duration
 from lab.tune.data import Prepared, prepare
 from lab.tune.dev import DEV_SET, first_stage_text, fusion_text, log_dev, score_dev
 from lab.tune.options import BASE_MODEL, LOSSES, TARGETS, TuneOptions
-from lab.tune.pairs import Passage, TrainQuestion, fingerprint
+from lab.tune.pairs import TrainQuestion, fingerprint
 
 log = logging.getLogger(__name__)
 

@@ -6,6 +6,7 @@ from llama_index.core.schema import NodeWithScore, TextNode
 from lab.eval.funnel import FunnelView, retrieval_side, sent_side
 from lab.evalsets.evalset import EvalRow, Reference
 from lab.evalsets.twins import Twins
+from lab.evidence.holds import Passage as IndexPassage
 from lab.rag.context import Context, Passage
 
 DOC = "Brightwater Kilns was founded by Odile Ferrand. The Ember 90 costs 8,400 euros. Ghent opened in 2014."
@@ -21,7 +22,7 @@ def node(cid, score=1.0):
                                        end_char_idx=c[3]), score=score)
 
 
-VIEW = FunnelView(DOCS, CHUNKS)
+VIEW = FunnelView(DOCS, [IndexPassage(text=t, pieces=((src, a, b),), id=cid, source=src) for cid, src, a, b, t in CHUNKS])
 
 
 def row(keywords=None, refs=None):
@@ -60,22 +61,22 @@ def test_the_budget_drops_and_cuts_passages():
     final = [node("a#0"), node("a#1")]
     rec = retrieval_side(row(["Brightwater", "8,400"]), final, final, VIEW, {})
     cut = Passage("a#0", "a.md", DOC[0:11], truncated=True)  # "Brightwater": the first passage cut to 11 chars
-    sent_side(rec, final, Context("char_budget", [cut], dropped=["a#1"]))
+    rec = sent_side(rec, final, Context("char_budget", [cut], dropped=["a#1"]))
     assert [(i["keyword"], i["sent"], i["lost_at"]) for i in rec["items"]] == [("Brightwater", 1, None),
                                                                              ("8,400", None, "budget")]
     assert rec["budget"] == {"dropped": ["a#1"], "truncated": ["a#0"]} and rec["seen"][-1] == "budget"
     # a span in the cut-off part of a truncated passage is lost at the budget
     span = Reference(source="a.md", content=DOC[20:40], start_index=20, end_index=40)
     rec = retrieval_side(row(refs=[span]), final, final, VIEW, {})
-    sent_side(rec, final, Context("char_budget", [cut], dropped=["a#1"]))
+    rec = sent_side(rec, final, Context("char_budget", [cut], dropped=["a#1"]))
     assert rec["items"][0]["lost_at"] == "budget"
     rec = retrieval_side(row(refs=[span]), final, final, VIEW, {})
-    sent_side(rec, final, Context("top_n", [Passage("a#0", "a.md", DOC[0:42])]))
+    rec = sent_side(rec, final, Context("top_n", [Passage("a#0", "a.md", DOC[0:42])]))
     assert (rec["items"][0]["lost_at"], rec["items"][0]["sent"]) == (None, 1)
 
 
 def test_the_guardrails_suppressed_context_loses_at_the_second_stage():
     final = [node("a#0")]
     rec = retrieval_side(row(["Brightwater"]), final, final, VIEW, {})
-    sent_side(rec, final, Context("top_n", []), suppressed=True)
+    rec = sent_side(rec, final, Context("top_n", []), suppressed=True)
     assert rec["items"][0]["lost_at"] == "second_stage"

@@ -43,7 +43,7 @@ def sample(qid, items, answer=None, accuracy=None, keywords=None, category="c", 
         s["answer"] = {"status": "ok", "text": answer, "refused": False}
     if accuracy is not None:
         s["judgement"] = {"status": "ok", "accuracy": accuracy}
-    finish(s["funnel"], s)
+    s["funnel"] = finish(s["funnel"], s)
     return s
 
 
@@ -175,7 +175,7 @@ def test_the_claims_judges_facts_decide_the_answer_side_instead_of_keywords():
          "answer": {"status": "ok", "text": "Founded in 2009.", "refused": False},
          "judgement": {"status": "ok", "accuracy": 2.1, "claims": [{"fact": "Founded in 2009.", "stated": 0.9},
                                                                     {"fact": "By Odile Ferrand.", "stated": 0.2}]}}
-    finish(s["funnel"], s)
+    s["funnel"] = finish(s["funnel"], s)
     f = s["funnel"]
     assert (f["stated_by"], f["stated"], f["lost_at"]) == ("claims", 0.5, "generation")  # keywords alone: kept
     assert f["claims"] == [{"fact": "Founded in 2009.", "stated": 0.9}, {"fact": "By Odile Ferrand.", "stated": 0.2}]

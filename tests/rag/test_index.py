@@ -4,7 +4,7 @@ import pytest
 
 from lab.config import load_experiment
 from lab.models.embeddings import build_embedding
-from lab.rag.index import index_key, open_or_build, table_rows
+from lab.rag.index import index_key, index_passages, open_or_build
 from lab.rag.loaders import load_folder
 from lab.models.resolve import resolve_hf_model
 
@@ -18,12 +18,26 @@ def setup(name, cache):
     return cfg, emb, corpus
 
 
+def table_rows(handle) -> list[dict]:
+    """Every row of the index's table, vectors included, read from its folder."""
+    import lancedb
+
+    return lancedb.connect(str(handle.path / "lancedb")).open_table("chunks").to_arrow().to_pylist()
+
+
 def test_build_then_reuse_without_embedding(tmp_path):
     cfg, emb, corpus = setup("small", tmp_path)
     first = open_or_build(corpus, cfg, emb, tmp_path, show_progress=False)
     assert not first.reused and first.embedded == first.n_chunks > 4
     rows = table_rows(first)
     assert len(rows) == first.n_chunks and len(rows[0]["vector"]) == 384
+    # the one reader of its passages: ids, documents, texts and places, in table order
+    passages = index_passages(first)
+    assert [p.id for p in passages] == [r["id"] for r in rows] and [p.text for p in passages] == [r["text"] for r in rows]
+    assert all(len(p.pieces) == 1 and p.pieces[0][0] == p.source for p in passages)
+    about = [p for p in passages if p.source == "company/about.md"]
+    text = (FIX / "kb" / "company" / "about.md").read_text(encoding="utf-8")
+    assert about and all(text[p.pieces[0][1]:p.pieces[0][2]] == p.text for p in about)
     assert (tmp_path / "indexes" / first.key / "lancedb" / "chunks.lance").is_dir()
 
     cfg2, emb2, corpus2 = setup("small-llm-rerank", tmp_path)  # same chunker + model, other retriever

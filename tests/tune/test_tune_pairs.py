@@ -1,20 +1,20 @@
-"""Training questions, negatives, the leakage guard and the dev split's fused MRR, checked by hand
-on tiny passages."""
+"""Training questions, negatives, the leakage guard and the dev split's rows and weight pick,
+checked by hand on tiny passages."""
 
 from __future__ import annotations
 
 from lab.evalsets.leakage import overlaps
-from lab.tune.pairs import (Passage, TrainQuestion, candidate_sentences, fingerprint, mine_negatives,
-                            pseudo_queries, span_questions)
+from lab.evidence.holds import Passage
 from lab.evidence.text import fold
 from lab.tune.dev import dev_rows, pick_fusion
+from lab.tune.pairs import TrainQuestion, candidate_sentences, fingerprint, mine_negatives, pseudo_queries, span_questions
 
-KILN = Passage("a", "products/ember.md", "# Ember 90 kiln\n\nThe Ember 90 costs 8,400 euros. It fires at 1,300 degrees "
+KILN = Passage(id="a", source="products/ember.md", text="# Ember 90 kiln\n\nThe Ember 90 costs 8,400 euros. It fires at 1,300 degrees "
                                          "in under six hours.\n\n| model | price |\n|---|---|\n| Ember | 8,400 |")
-GHENT = Passage("b", "company/ghent.md", "The Ghent workshop opened in 2014 with four potters. Odile Ferrand "
+GHENT = Passage(id="b", source="company/ghent.md", text="The Ghent workshop opened in 2014 with four potters. Odile Ferrand "
                                          "runs it with her brother.")
 # b's second sentence again in another document: boilerplate, no single answer
-COPY = Passage("c", "company/about.md", "Odile Ferrand runs it with her brother. Brightwater ships kilns to "
+COPY = Passage(id="c", source="company/about.md", text="Odile Ferrand runs it with her brother. Brightwater ships kilns to "
                                         "nine countries.")
 
 
@@ -62,8 +62,8 @@ def test_pseudo_queries_by_inverse_cloze_lose_their_sentence_from_the_positive()
 
 
 def test_a_line_two_documents_share_under_one_title_is_no_query():
-    twin = Passage("d", "company/ghent.md", "Odile Ferrand runs it with her brother. Closed on Mondays and Sundays.")
-    other = Passage("e", "archive/ghent.md", "Odile Ferrand runs it with her brother. Kilns fire on Thursdays and Fridays.")
+    twin = Passage(id="d", source="company/ghent.md", text="Odile Ferrand runs it with her brother. Closed on Mondays and Sundays.")
+    other = Passage(id="e", source="archive/ghent.md", text="Odile Ferrand runs it with her brother. Kilns fire on Thursdays and Fridays.")
     qs = pseudo_queries([twin, other], 10, seed=0)
     assert sorted(q.text for q in qs) == ["ghent: Closed on Mondays and Sundays.", "ghent: Kilns fire on Thursdays and Fridays."]
 
@@ -82,8 +82,8 @@ def test_span_questions_every_passage_holding_the_span_is_a_positive():
 
 
 def test_mine_negatives_alternates_lists_and_skips_chunks_holding_the_span():
-    passages = {p.id: p for p in [KILN, GHENT, COPY]} | {"d": Passage("d", "x.md", "Kilns need a vent."),
-                                                          "e": Passage("e", "y.md", "Glazes and clays.")}
+    passages = {p.id: p for p in [KILN, GHENT, COPY]} | {"d": Passage(id="d", source="x.md", text="Kilns need a vent."),
+                                                          "e": Passage(id="e", source="y.md", text="Glazes and clays.")}
     folded = {k: fold(p.text) for k, p in passages.items()}
     q = TrainQuestion("Who runs the Ghent workshop?", ("b",), fold("Odile Ferrand runs it with her brother."),
                       "eval.jsonl:1", "generated")
@@ -92,7 +92,7 @@ def test_mine_negatives_alternates_lists_and_skips_chunks_holding_the_span():
     assert mine_negatives(q, ["b", "c", "d"], ["e", "a", "d"], passages, folded, cap=2) == ["e", "a"]
     # a pseudo-query names its document: the same line in another document is a negative, in its own
     # document (an overlapping chunk) it is not
-    twin = Passage("f", "company/ghent.md", "Odile Ferrand runs it with her brother. Closed on Mondays.")
+    twin = Passage(id="f", source="company/ghent.md", text="Odile Ferrand runs it with her brother. Closed on Mondays.")
     passages["f"], folded["f"] = twin, fold(twin.text)
     p = TrainQuestion("ghent: Odile Ferrand runs it with her brother.", ("b",),
                       fold("Odile Ferrand runs it with her brother."), "pseudo:b", "pseudo", source=GHENT.source)
@@ -126,7 +126,7 @@ def test_fingerprint_changes_with_a_negative_or_a_passage_text():
     assert base == fingerprint([q], [KILN, GHENT, COPY])  # c is named by no question
     q2 = TrainQuestion("Who runs it?", ("b",), "", "x", "generated", negatives=["c"])
     assert fingerprint([q2], [KILN, GHENT, COPY]) != base
-    assert fingerprint([q], [KILN, Passage("b", GHENT.source, GHENT.text + " Closed Mondays.")]) != base
+    assert fingerprint([q], [KILN, Passage(id="b", source=GHENT.source, text=GHENT.text + " Closed Mondays.")]) != base
 
 
 def test_every_training_question_sharing_a_held_out_span_is_found_one_by_one():
