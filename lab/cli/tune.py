@@ -8,6 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from lab.cli import options
+from lab.tune.options import DEFAULTS, LOSSES, TuneOptions
+
+#: Every default of the flags, from the one place that holds them (TuneOptions and DEFAULTS).
+_D = TuneOptions(target="reranker", out="")
 
 EPILOG = """example: lab tune reranker --kb ~/docs --index turn18 --pseudo 1000 --holdout eval_sets/docs.jsonl \\
       --out reranker-semantic
@@ -32,44 +36,56 @@ def add_parsers(sub: Any, common: Any) -> None:
     p.add_argument("target", choices=["reranker", "embedding"], help="what to train")
     p.add_argument("--out", required=True, metavar="NAME", help="the model's name: configs use tuned/NAME")
     p.add_argument("--kb", type=Path, help="knowledge-base folder (default: the --index config's)")
-    p.add_argument("--index", default="turn13", metavar="NAME",
+    p.add_argument("--index", default=_D.index, metavar="NAME",
                    help="the experiment whose chunks are the passages and whose index mines negatives "
-                        "(default: turn13; train a reranker on the chunks it will rerank, e.g. turn18 for turn22)")
+                        f"(default: {_D.index}; train a reranker on the chunks it will rerank, e.g. turn18 for turn22)")
     p.add_argument("--train", type=Path, action="append", default=[], metavar="FILE",
                    help="eval set (JSONL) with golden spans to train on; repeatable")
-    p.add_argument("--pseudo", type=int, default=0, metavar="N", help="pseudo-queries made from the chunks (no LLM)")
-    p.add_argument("--cloze", type=float, default=0.0, metavar="SHARE",
+    p.add_argument("--pseudo", type=int, default=_D.pseudo, metavar="N",
+                   help="pseudo-queries made from the chunks (no LLM)")
+    p.add_argument("--cloze", type=float, default=_D.cloze, metavar="SHARE",
                    help="share of pseudo-queries whose positive is the chunk without the sentence (inverse cloze; "
-                        "default 0: the chunk whole)")
+                        f"default {_D.cloze:g}: the chunk whole)")
     p.add_argument("--holdout", type=Path, action="append", default=[], metavar="FILE",
                    help="eval set to keep out: training questions that are, or share a span with, one of its "
                         "questions are dropped before training; repeatable")
-    p.add_argument("--negatives", type=int, default=3, help="hard negatives per question (default: 3)")
-    p.add_argument("--random-negatives", type=int, default=2, metavar="N",
-                   help="negatives drawn at random from other documents, per question (default: 2)")
-    p.add_argument("--loss", help="reranker: bce (default) or listnet; embedding: mnrl")
-    p.add_argument("--epochs", type=float, help="passes over the training pairs (default: 1)")
-    p.add_argument("--lr", type=float, help="learning rate (default: reranker 5e-5, embedding 3e-5)")
-    p.add_argument("--batch-size", type=options.count, help="pairs per step (default: reranker 16, embedding 32)")
-    p.add_argument("--max-length", type=options.count, help="tokens per input (default: 256)")
+    p.add_argument("--negatives", type=int, default=_D.negatives,
+                   help=f"hard negatives per question (default: {_D.negatives})")
+    p.add_argument("--random-negatives", type=int, default=_D.random_negatives, metavar="N",
+                   help=f"negatives drawn at random from other documents, per question (default: {_D.random_negatives})")
+    p.add_argument("--loss", help=f"reranker: {' or '.join(LOSSES['reranker'])} (the first is the default); "
+                                  f"embedding: {' or '.join(LOSSES['embedding'])}")
+    p.add_argument("--epochs", type=float, help=f"passes over the training pairs (default: {_by_target('epochs')})")
+    p.add_argument("--lr", type=float, help=f"learning rate (default: {_by_target('lr')})")
+    p.add_argument("--batch-size", type=options.count, help=f"pairs per step (default: {_by_target('batch_size')})")
+    p.add_argument("--max-length", type=options.count, help=f"tokens per input (default: {_by_target('max_length')})")
     p.add_argument("--max-steps", type=options.count, help="stop after this many steps (a quick trial)")
-    p.add_argument("--dev", type=float, default=0.1, help="share of questions held back and scored (default: 0.1)")
+    p.add_argument("--dev", type=float, default=_D.dev,
+                   help=f"share of questions held back and scored by retrieval-only runs (default: {_D.dev:g})")
     p.add_argument("--first-stage", action="append", default=[], metavar="NAME",
                    help="reranker: also score the dev split over experiment NAME's own retriever and index (e.g. "
                         "hybrid-tuned), fused at each weight, so the first_stage_weight picked fits that first "
                         "stage; repeatable. An existing model trained with the same options is not retrained: "
                         "only its dev split is scored again")
-    p.add_argument("--seed", type=int, default=0, help="seed of questions, split and training (default: 0)")
+    p.add_argument("--seed", type=int, default=_D.seed,
+                   help=f"seed of questions, split and training (default: {_D.seed})")
     options.force(p, "the tuned model NAME")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (progress lines are logged instead)")
     common(p)
 
 
+def _by_target(key: str) -> str:
+    """A hyperparameter's default per target, as the help says it ("reranker 5e-05, embedding 3e-05")."""
+    values = {t: DEFAULTS[t][key] for t in DEFAULTS}
+    if len(set(values.values())) == 1:
+        return f"{next(iter(values.values())):g}"
+    return ", ".join(f"{t} {v:g}" for t, v in values.items())
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
     import sys
 
-    from lab.tune.options import TuneOptions
-    from lab.tune.dev import first_stage_text, fusion_text
+    from lab.tune.dev import first_stage_text, fusion_text  # torch and sentence-transformers load here
     from lab.tune.train import tune
 
     opts = TuneOptions(

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from lab.config import load_experiment, run_overrides
 from lab.errors import ConfigError, LabError
 from lab.evidence.holds import Passage
 from lab.faults import point
@@ -67,8 +68,6 @@ def check_options(opts: TuneOptions) -> None:
     if not 0 <= opts.dev < 0.9:
         raise ConfigError(f"--dev {opts.dev}: the dev share is between 0 and 0.9", hint="e.g. --dev 0.1")
     if opts.first_stage:
-        from lab.config import load_experiment, run_overrides
-
         if opts.target != "reranker":
             raise ConfigError("--first-stage scores a reranker's dev split over another first stage; an embedding "
                               "model is the first stage", hint="drop --first-stage, or tune a reranker")
