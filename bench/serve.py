@@ -31,8 +31,10 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from lab.metrics.aggregate import by_category, mean_table
+from lab.report.compare import Run, compare_html, labelled
+from lab.runfiles import load_run
+from lab.serve.app import create_app
 
 CATEGORIES = ("direct_fact", "spanning", "temporal")
 
@@ -60,8 +62,6 @@ def sample(i: int, rng: random.Random) -> dict:
 
 
 def write_run(root: Path, name: str, run_id: str, n: int, seed: int) -> None:
-    from lab.metrics.aggregate import by_category, mean_table
-
     rng = random.Random(seed)
     samples = [sample(i, rng) for i in range(n)]
     names = ["mrr", "ndcg", "coverage", "context_chars", "accuracy", "completeness", "relevance"]
@@ -113,10 +113,6 @@ def main() -> int:
         args.runs, args.questions, args.big = 20, 10, 60
 
     import uvicorn
-
-    from lab.report.compare import Run, compare_html, labelled
-    from lab.runfiles import load_run
-    from lab.serve.app import create_app
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "reports"

@@ -27,9 +27,13 @@ import tempfile
 import time
 from pathlib import Path
 
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before the models' libraries load
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from lab.progress import Ticker, setup_logging
+from lab.tune.data import prepare
+from lab.tune.options import TuneOptions
+from lab.tune.train import _progress_callback, base_location, build_model, build_trainer, pairs_dataset
 
 
 def raw_trainer(target: str, model, columns: dict, hyper: dict, out: Path):
@@ -60,9 +64,6 @@ def raw_trainer(target: str, model, columns: dict, hyper: dict, out: Path):
 
 def time_training(target: str, prep, hyper: dict, work: Path) -> tuple[float, float, float, float, int]:
     """(lab s, raw s, lab final loss, raw final loss, pairs) for ``hyper['max_steps']`` steps."""
-    from lab.progress import Ticker
-    from lab.tune.train import _progress_callback, base_location, build_model, build_trainer, pairs_dataset
-
     by_id = {p.id: p for p in prep.passages}
     columns = pairs_dataset(prep.train, by_id, hyper["loss"])
     pairs = hyper["max_steps"] * hyper["batch_size"]
@@ -140,10 +141,6 @@ def main() -> int:
     ap.add_argument("--k", type=int, default=50, help="candidates reranked per question")
     ap.add_argument("--smoke", action="store_true", help="the test fixture, 3 steps: for make test")
     args = ap.parse_args()
-    from lab.tune.data import prepare
-    from lab.tune.options import DEFAULTS, TuneOptions
-    from lab.progress import setup_logging
-
     setup_logging(False)
     experiments = ROOT / "experiments"
     batch = {"reranker": 16, "embedding": 32}
@@ -169,8 +166,6 @@ def main() -> int:
                   f"{pairs / lab_s:.1f} pairs/s  loss lab {lab_loss:.6f} raw {raw_loss:.6f}")
             assert abs(lab_loss - raw_loss) < 1e-6, "the lab's trainer and the raw one trained differently"
             if target == "reranker":
-                from lab.tune.train import build_model, base_location
-
                 model_dir = work / "reranker"
                 build_model("reranker", base_location(), work, max_length, 0).save_pretrained(str(model_dir))
         chosen, lab_ms, raw_ms = time_reranking(model_dir, prep, min(args.k, len(prep.passages)),

@@ -1,7 +1,8 @@
 """The docs' generated references: every config key from the pydantic schema, every command and
-option from the argparse parsers. Written, never edited by hand, so they cannot drift.
+option from the argparse parsers, every package and module from its docstring. Written, never
+edited by hand, so they cannot drift.
 
-    python scripts/reference_docs.py            # writes docs/reference/config.md and cli.md
+    python scripts/reference_docs.py            # writes docs/reference/config.md, cli.md and layout.md's map
     python scripts/reference_docs.py --check    # exit 1, naming the stale file, when one is out of date
 
 ``docs/reference/config.md`` walks :class:`lab.config.ExperimentConfig` and every model under it:
@@ -13,17 +14,31 @@ with its own keys. Defaults are the resolved ones: ``judge.llm.max_tokens`` is 1
 ``docs/reference/cli.md`` walks :func:`lab.cli.build_parser`: per verb its help, description,
 usage, every argument with its help and default, and the example in its epilog.
 
+The module map of ``docs/layout.md`` is the text between its lines ``<!-- modules:start -->`` and
+``<!-- modules:end -->`` (the prose around it is hand-written): every package under ``lab/`` and
+every module in it, each with the first sentence of its docstring, read with :mod:`ast` (nothing is
+imported), grouped by the layers of the import-linter contract over ``lab`` in ``pyproject.toml``,
+top first; a package's modules follow its own layers contract where there is one (``lab.rag``),
+else their names. Whatever packages exist are listed: one no layer names yet comes last, and a
+module without a docstring (or one that does not parse yet) is listed by its name alone, the script
+naming it on stderr without failing. ``--check`` names the modules the committed map lacks or lists
+in excess.
+
 ``tests/docs/test_reference.py`` fails when a committed file differs from what this writes.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import inspect
 import json
+import re
 import sys
+import tomllib
 import types
 import typing
+import dataclasses
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -336,6 +351,173 @@ def cli_reference(parser: argparse.ArgumentParser | None = None) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
+# --- the module map ---------------------------------------------------------------------------------
+
+#: The page that holds the module map, between these two lines; the prose around it is hand-written.
+LAYOUT = ROOT / "docs" / "layout.md"
+MAP_START, MAP_END = "<!-- modules:start -->", "<!-- modules:end -->"
+PACKAGE = ROOT / "lab"
+PYPROJECT = ROOT / "pyproject.toml"
+
+#: A Sphinx role in a docstring (``:mod:`lab.x```, ``:func:`~lab.x.f```), shown as a code span.
+_ROLE = re.compile(r":(?:mod|func|class|data|meth|attr|obj|exc|py:\w+):`(~?)([^`]+)`")
+
+
+@dataclasses.dataclass
+class Entry:
+    """One line of the module map: a package (``lab/rag/``) or a module (``lab/rag/index.py``), the
+    first sentence of its docstring (empty where it has none) and, for a package, its modules."""
+
+    path: str
+    summary: str
+    modules: list[Entry] = dataclasses.field(default_factory=list)
+
+
+def first_sentence(doc: str | None) -> str:
+    """The first sentence of a docstring as Markdown: its first paragraph up to a ``.`` or ``!`` that
+    a capital, a code span or the paragraph's end follows (not inside a code span, not ``e.g.``);
+    a question goes on to the sentence that answers it ("Is the judge repeatable? Flip rate, ...").
+    Sphinx roles become code spans, reST's double backticks single ones."""
+    if not doc or not doc.strip():
+        return ""
+    para = " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
+    para = _ROLE.sub(lambda m: f"``{m[2].rsplit('.', 1)[-1] if m[1] else m[2]}``", para).replace("``", "`")
+    for m in re.finditer(r"[.?!](?=\s+[A-Z`]|$)", para):
+        head = para[:m.end()]
+        if head.count("`") % 2 == 0 and not re.search(r"\b(?:e\.g|i\.e)\.$", head) and m[0] != "?":
+            return head
+    return para
+
+
+def _docstring(path: Path) -> str:
+    """The first sentence of a module's docstring, read without importing it (a module that does not
+    parse yet has none)."""
+    try:
+        return first_sentence(ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))))
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        return ""
+
+
+def _layers(pyproject: Path, container: str) -> tuple[list[list[str]], list[str]]:
+    """The import-linter layers contract over ``container``: its layers, top first, each the names
+    side by side in it, and the modules the contract leaves out (``exhaustive_ignores``)."""
+    if not pyproject.exists():
+        return [], []
+    contracts = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {}).get("importlinter", {})
+    for c in contracts.get("contracts", []):
+        if c.get("type") == "layers" and container in c.get("containers", []):
+            layers = [[n.strip() for n in re.split(r"[|:]", layer.strip("() ")) if n.strip()] for layer in c["layers"]]
+            return layers, list(c.get("exhaustive_ignores", []))
+    return [], []
+
+
+def _order(names: list[str], layers: list[list[str]]) -> list[str]:
+    """``names`` in layer order (top first, side by side as the contract writes them), then those in
+    no layer, by name."""
+    rank = {n: (i, j) for i, layer in enumerate(layers) for j, n in enumerate(layer)}
+    return sorted(names, key=lambda n: (rank.get(n, (len(layers), 0)), n))
+
+
+def _package(pkg: Path, shown: str, pyproject: Path, container: str) -> Entry:
+    """A package's entry: its ``__init__``'s sentence, then every module under it (a sub-package as
+    ``name/``), in the order of a layers contract over it where there is one."""
+    layers, _ = _layers(pyproject, container)
+    modules = []
+    for name in _order(sorted(_children(pkg)), layers):
+        path = pkg / name
+        if path.is_dir():
+            sub = _package(path, f"{shown}{name}/", pyproject, f"{container}.{name}")
+            modules.append(Entry(f"{name}/", sub.summary))
+            modules += [Entry(f"{name}/{m.path}", m.summary) for m in sub.modules]
+        else:
+            modules.append(Entry(f"{name}.py", _docstring(path.with_suffix(".py"))))
+    return Entry(shown, _docstring(pkg / "__init__.py"), modules)
+
+
+def _children(pkg: Path) -> list[str]:
+    """The modules and sub-packages directly under ``pkg`` (a folder without ``__init__.py``, such as
+    templates, is data, not a module)."""
+    out = [p.stem for p in pkg.glob("*.py") if p.stem != "__init__"]
+    out += [p.name for p in pkg.iterdir() if p.is_dir() and (p / "__init__.py").exists()]
+    return out
+
+
+def module_map(package: Path | None = None, pyproject: Path | None = None) -> list[tuple[list[str], list[Entry]]]:
+    """Every package and module of ``package`` (``lab/``), grouped by the layers of its import-linter
+    contract, top first; what no layer names comes last, under an empty layer name list."""
+    package, pyproject = package or PACKAGE, pyproject or PYPROJECT
+    layers, ignores = _layers(pyproject, package.name)
+    names = [n for n in _children(package) if n not in ignores]
+    groups: list[tuple[list[str], list[Entry]]] = []
+    for layer in layers + [[n for n in sorted(names) if not any(n in lay for lay in layers)]]:
+        entries = []
+        for name in layer:
+            if (package / name / "__init__.py").exists():
+                entries.append(_package(package / name, f"{package.name}/{name}/", pyproject, f"{package.name}.{name}"))
+            elif (package / f"{name}.py").exists():
+                entries.append(Entry(f"{package.name}/{name}.py", _docstring(package / f"{name}.py")))
+        if entries:
+            groups.append((layer if layer in layers else [], entries))
+    return groups
+
+
+def _item(path: str, summary: str, indent: str = "") -> str:
+    return f"{indent}- `{path}`" + (f": {_prose(summary)}" if summary else "")
+
+
+def module_map_markdown(package: Path | None = None, pyproject: Path | None = None) -> str:
+    """The module map as Markdown, the text between :data:`MAP_START` and :data:`MAP_END`."""
+    out = [HEADER.format(source="the docstrings of lab/ and the layers in pyproject.toml").rstrip("\n"), ""]
+    for layer, entries in module_map(package, pyproject):
+        title = ", ".join(f"`{n}`" for n in layer) if layer else "In no layer of the contract yet"
+        anchor = "layer-" + ("-".join(layer) if layer else "none").replace("_", "-")
+        out += [f"### {title} {{#{anchor}}}", ""]
+        for e in entries:
+            out.append(_item(e.path, e.summary))
+            out += [_item(m.path, m.summary, "    ") for m in e.modules]
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+def map_paths(text: str) -> set[str]:
+    """The paths a module map lists (``lab/rag/index.py``), read back from its Markdown."""
+    out, package = set(), ""
+    for line in text.splitlines():
+        if m := re.match(r"- `([^`]+)`", line):
+            out.add(m[1])
+            package = m[1] if m[1].endswith("/") else ""
+        elif (m := re.match(r"\s+- `([^`]+)`", line)) and package:
+            out.add(package + m[1])
+    return out
+
+
+def _region(text: str, path: Path) -> tuple[str, str, str]:
+    """``text`` cut into before, the module map's region, after; a page without the two marker lines
+    is an error naming them."""
+    start, end = text.find(MAP_START + "\n"), text.find(MAP_END)
+    if start < 0 or end < start:
+        raise SystemExit(f"{_shown(path)}: no module map: put a line {MAP_START} and a line {MAP_END} where "
+                         "it goes, then run python scripts/reference_docs.py")
+    start += len(MAP_START) + 1
+    return text[:start], text[start:end], text[end:]
+
+
+def layout_page(text: str, path: Path | None = None) -> str:
+    """``text`` (the layout page) with its module map written from the code now."""
+    before, _, after = _region(text, path or LAYOUT)
+    return before + module_map_markdown() + after
+
+
+def no_docstring(package: Path | None = None) -> list[str]:
+    """The packages and modules the map lists by name alone: they have no docstring (yet)."""
+    out = []
+    for _, entries in module_map(package):
+        for e in entries:
+            out += [e.path] if not e.summary else []
+            out += [e.path + m.path for m in e.modules if not m.summary]
+    return out
+
+
 # --- writing and checking -----------------------------------------------------------------------------
 
 def config_models(model: type[BaseModel] = ExperimentConfig) -> list[type[BaseModel]]:
@@ -351,11 +533,29 @@ def config_models(model: type[BaseModel] = ExperimentConfig) -> list[type[BaseMo
 
 
 def references() -> dict[Path, str]:
-    return {REFERENCE / "config.md": config_reference(), REFERENCE / "cli.md": cli_reference()}
+    """Each generated file (or page with a generated region) and the text it should hold now."""
+    return {REFERENCE / "config.md": config_reference(), REFERENCE / "cli.md": cli_reference(),
+            LAYOUT: layout_page(LAYOUT.read_text(encoding="utf-8"), LAYOUT)}
 
 
 def _shown(path: Path) -> Path:
     return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+def _few(paths: set[str], n: int = 10) -> str:
+    names = sorted(paths)
+    return ", ".join(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
+
+
+def _stale(path: Path, current: str | None, text: str) -> str:
+    """A stale file as the check names it; the layout page with what its module map lacks or lists
+    in excess."""
+    if path != LAYOUT or current is None:
+        return str(_shown(path))
+    listed, now = map_paths(_region(current, path)[1]), map_paths(_region(text, path)[1])
+    detail = [f"not listed: {_few(now - listed)}"] if now - listed else []
+    detail += [f"listed but gone: {_few(listed - now)}"] if listed - now else []
+    return f"{_shown(path)} (its module map; {'; '.join(detail) or 'a summary or the order changed'})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -368,13 +568,17 @@ def main(argv: list[str] | None = None) -> int:
         if current == text:
             continue
         if args.check:
-            stale.append(_shown(path))
+            stale.append(_stale(path, current, text))
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
             print(f"wrote {_shown(path)}")
+    unnamed = no_docstring()
+    if unnamed:
+        print(f"note: listed by name alone in {_shown(LAYOUT)}'s module map, without a docstring: "
+              + ", ".join(unnamed), file=sys.stderr)
     if stale:
-        names = ", ".join(str(p) for p in stale)
+        names = ", ".join(stale)
         print(f"stale: {names} no longer match{'es' if len(stale) == 1 else ''} the code; "
               "run python scripts/reference_docs.py and commit the result", file=sys.stderr)
         return 1

@@ -1,5 +1,6 @@
-"""The verbs that check the judge: ``lab agree`` (judge-human agreement from labels made in a run's
-report; reads run files only) and ``lab judge-check`` (perturbation checks of a run's judge, or
+"""The verbs that check the judge: ``lab agree`` (judge-human agreement from the labels people
+gave, kept in the reports folder's labels.sqlite, where a run report's downloaded labels are
+imported) and ``lab judge-check`` (perturbation checks of a run's judge, or
 of another judging method, on more questions than a run checks)."""
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from typing import Any
 from lab.cli import options
 from lab.config.schema import JUDGE_METHODS as METHODS
 from lab.errors import LabError
-from lab.judge.agree import AGREEMENT_FILE, judge_agreement, write_agreement
+from lab.judge.agree import AGREEMENT_FILE, from_file, from_store, write_agreement
+from lab.judge.labels import LabelStore, login_name, store_root
 from lab.paths import cache_root, resolve_run, write_atomic
 from lab.runfiles import load_run
 
@@ -124,21 +126,27 @@ def agreement_lines(a: dict) -> list[str]:
 
 def cmd_agree(args: argparse.Namespace) -> int:
     folder = resolve_run(args.run, args.reports)
-    if args.labels is not None and args.import_as is None and args.annotator is None:
-        result = judge_agreement(folder, args.labels.expanduser())
-    else:
-        from lab.serve.labels import LabelStore, from_store
-
-        if args.labels is None and args.import_as:
+    if args.labels is None:
+        if args.import_as:
             raise LabError("--import-as needs a LABELS file to import", hint="lab agree RUN labels.json --import-as NAME")
-        store = LabelStore(args.reports)
-        if args.labels is not None:
-            results, samples = load_run(folder)
-            n = store.import_file(args.labels.expanduser(), results, samples, args.import_as)
-            print(f"imported {n} labels of {args.labels} as {args.import_as}'s into {store.path}")
-        result = from_store(store, folder, args.annotator)
+        results, _ = load_run(folder)
+        result = from_store(LabelStore(store_root(folder, results, args.reports)), folder, args.annotator)
+        said = []
+    else:
+        if args.annotator:
+            raise LabError("--annotator picks labels already kept; a LABELS file's are imported as one annotator's",
+                           hint="lab agree RUN labels.json --import-as NAME")
+        path = args.labels.expanduser()
+        result, imported = from_file(folder, path, args.import_as or login_name(), args.reports)
+        same = len(imported.ids) - imported.new - imported.changed
+        said = [f"imported {len(imported.ids)} labels of {path} as {imported.annotator}'s into {imported.store.path} "
+                f"({imported.new} new, {imported.changed} changed, {same} already there)"]
+        kept = imported.store.counts().get(result["run"], 0)
+        if kept > len(imported.ids):
+            said.append(f"the store keeps {kept} labels of run {result['run']}: lab agree {args.run} reports them "
+                        f"all; above, the {len(imported.ids)} of {path.name}")
     out = write_agreement(folder, result)
-    print("\n".join(agreement_lines(result)))
+    print("\n".join(agreement_lines(result) + said))
     print(f"wrote {out}")
     return 0
 

@@ -44,7 +44,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from lab.config import ExperimentConfig, load_experiment, run_overrides
+from lab.config import ExperimentConfig, load_experiment
 from lab.config.load import merge
 from lab.errors import ConfigError, DataError
 from lab.evalsets.evalset import EvalRow, load_eval_set

@@ -1,4 +1,4 @@
 """The judge: an LLM grades answers. ``rubric`` (the judgement, its prompt, retries and
 calibration), ``methods`` (the judging methods and their registry), ``perturb`` and ``checks``
 (perturbed references a judge must tell apart), ``repeats`` (how repeatable a judgement is),
-``agree`` (agreement with people's labels)."""
+``labels`` (the one store of people's labels), ``agree`` (the judge's agreement with them)."""

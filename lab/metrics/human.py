@@ -28,8 +28,8 @@ the accuracy score (1 to 5). Definitions:
   interval holds when the labelled answers are a random sample of the answers: labelling only
   the ones that look wrong biases the rectifier.
 
-Pure functions of numbers; reading a labels file and pairing it with a run is
-:mod:`lab.judge.agree`'s.
+Pure functions of numbers; keeping people's labels is :mod:`lab.judge.labels`' and pairing them
+with a run :mod:`lab.judge.agree`'s.
 """
 
 from __future__ import annotations

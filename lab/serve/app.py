@@ -11,7 +11,7 @@ Pages (rendered by the same functions and templates as the files, :mod:`lab.repo
   judge, and the assignment of questions to annotators.
 - ``/runs/NAME/RUN-ID/files/FILE``: a file of the run folder (its exports).
 - JSON: ``GET /api/runs``, ``GET /api/running``, ``POST /api/labels``, ``POST /api/assign``,
-  ``GET /runs/NAME/RUN-ID/labels.json?annotator=A`` (what ``lab agree RUN FILE`` reads).
+  ``GET /runs/NAME/RUN-ID/labels.json?annotator=A`` (what ``lab agree RUN FILE`` imports).
 
 Safe by default (:class:`Guard`): bound to 127.0.0.1, where the Host header must name this
 machine (a web page elsewhere cannot reach the app through DNS rebinding); bound elsewhere, every
@@ -39,10 +39,11 @@ from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Redire
 from starlette.routing import Route
 
 from lab.errors import LabError
+from lab.judge.labels import LabelStore, queue_order
 from lab.report.compare import Run, compare_html, labelled
 from lab.report.html import environment, run_html
 from lab.runfiles import load_run
-from lab.serve.labels import LabelStore, dumps, queue_order
+from lab.serve.labels import agreement, dumps
 from lab.serve.runs import RunIndex, groups, run_key
 
 TOKEN_COOKIE = "lab_token"
@@ -262,7 +263,7 @@ class Pages:
             return not_found()
         folder, base = found
         results, samples = self._loaded(folder)
-        a = self.store.agreement(results, samples, folder)
+        a = agreement(self.store, results, samples, folder)
         assigned = self.store.assigned(run_key(results))
         html = self.env.get_template("serve_agreement.html").render(
             r=results, base=base, a=a, assigned={k: len(v) for k, v in assigned.items()},

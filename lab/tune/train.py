@@ -43,7 +43,8 @@ from lab.models.resolve import model_fingerprint, resolve_hf_model
 from lab.models.tuned import CARD, QUESTIONS, read_card, tuned_dir, tuned_root
 from lab.progress import Ticker, duration
 from lab.tune.data import Prepared, prepare
-from lab.tune.dev import DEV_SET, first_stage_text, fusion_text, log_dev, score_dev
+from lab.tune.card import model_card
+from lab.tune.dev import DEV_SET, log_dev, score_dev
 from lab.tune.options import BASE_MODEL, LOSSES, TARGETS, TuneOptions
 from lab.tune.pairs import TrainQuestion, fingerprint
 
@@ -262,7 +263,7 @@ def tune(opts: TuneOptions) -> TuneResult:
                               "hyperparameters, so its dev split cannot be scored again without retraining",
                               hint="pass --force to retrain it, or give the options it was tuned with "
                                    f"({target / 'README.md'})")
-        return _rescore(target, existing, prep, by_id, opts)
+        return _rescore(target, existing, prep, opts)
     root = tuned_root(opts.cache_root)
     work = root / ".work" / f"{opts.out}-{run_key}"
     work.mkdir(parents=True, exist_ok=True)
@@ -321,7 +322,7 @@ def tune(opts: TuneOptions) -> TuneResult:
     return TuneResult(path, card)
 
 
-def _rescore(target: Path, card: dict, prep: Prepared, by_id: dict[str, Passage], opts: TuneOptions) -> TuneResult:
+def _rescore(target: Path, card: dict, prep: Prepared, opts: TuneOptions) -> TuneResult:
     """The model exists, trained on the same questions with the same hyperparameters: score its dev
     split again (with ``--first-stage``) and rewrite its card in place; the weights are untouched,
     so its fingerprint, and every index and cache key naming it, stay as they were."""
@@ -384,44 +385,3 @@ def save(model: Any, card: dict, prep: Prepared, opts: TuneOptions, dev_set: Pat
                                 "the same command again: training resumes from its last checkpoint") from None
         raise
     return target
-
-
-def model_card(card: dict) -> str:
-    h = card["hyperparameters"]
-    dev = card["dev"]
-    lines = [
-        f"# {card['name']}", "",
-        f"A {'cross-encoder (reranker)' if card['target'] == 'reranker' else 'bi-encoder (embedding model)'} "
-        f"tuned by `lab tune {card['target']}` from `{card['base_model']}`.", "",
-        "| | |", "|---|---|",
-        f"| weights fingerprint | `{card['fingerprint']}` |",
-        f"| training set fingerprint | `{card['training_set']}` |",
-        f"| knowledge base fingerprint | `{card['kb']}` |",
-        f"| passages | chunks of `{card['index']['experiment']}` (index `{card['index']['key']}`) |",
-        f"| questions | {card['questions'].get('train')} trained on ({card['questions'].get('generated')} from eval "
-        f"sets, {card['questions'].get('pseudo')} pseudo-queries), {card['questions'].get('dev')} dev |",
-        f"| loss | {h['loss']} |",
-        f"| hyperparameters | lr {h['lr']}, epochs {h['epochs']}, batch {h['batch_size']}, max length "
-        f"{h['max_length']}, negatives {h['negatives']}, warm-up {h['warmup_ratio']} |",
-        f"| seed | {card['seed']} |",
-        f"| steps | {card['steps']} |",
-        f"| wall time | {card['wall_s']} s (training {card['train_s']} s, {card['pairs_per_s']} rows/s) |",
-        f"| final loss | {card['final_loss']:.4f} (mean {card['mean_loss']:.4f}) |",
-    ]
-    if dev.get("mrr_after") is not None:
-        lines.append(f"| dev MRR | {dev['mrr_before']:.4f} before, {dev['mrr_after']:.4f} after ({dev['n']} questions; "
-                     f"span MRR of retrieval-only runs over `{DEV_SET}`) |")
-    if dev.get("fusion"):
-        lines.append(f"| dev MRR fused with the first stage | {fusion_text(dev['fusion'])} "
-                     "(z(model) + w * z(dense similarity)) |")
-    for stage_name, stage in (dev.get("first_stages") or {}).items():
-        lines.append(f"| dev MRR over another first stage | {first_stage_text(stage_name, stage)} |")
-    name = card["name"]
-    w = dev.get("first_stage_weight")
-    use = (f"reranker:\n  name: sentence_transformer   # or flag_embedding\n  model: tuned/{name}\n  top_n: 3"
-           + (f"\n  first_stage_weight: {w:g}   # picked on the dev split" if w is not None else "")
-           if card["target"] == "reranker" else f"embedding:\n  model: tuned/{name}")
-    lines += ["", "Use it in an experiment config:", "", "```yaml", use, "```", ""]
-    return "\n".join(lines)
-
-

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from lab.judge.labels import LabelStore
 from lab.report.compare import default_folder, load_runs, render_compare
 from lab.runfiles import load_run
-from lab.serve.labels import LabelStore
+from lab.serve.labels import agreement
 from pages import browser
 from report_fixtures import MRR_A, write_pair, write_run
 
@@ -152,7 +153,7 @@ def test_two_annotators_label_at_once_through_a_restart_and_nothing_is_lost(chro
         (who, q): v for who in done for q, v in zip(done[who], verdicts[who])}
     ana.goto(f"{served.url}/runs/{RUN}/agreement")
     results, samples = load_run(served.reports / RUN)
-    a = LabelStore(served.reports).agreement(results, samples, served.reports / RUN)
+    a = agreement(LabelStore(served.reports), results, samples, served.reports / RUN)
     kappa = a["between_annotators"][0]["kappa"]["value"]
     assert kappa is not None
     assert ana.locator("#between tr[data-pair='ana|ben'] td.kappa").inner_text() == f"{kappa:.3f}"

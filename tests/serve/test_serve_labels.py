@@ -1,5 +1,5 @@
-"""The labels database of lab serve: what is kept, what survives a restart, the queue, the
-assignments, and agreement worked out by hand."""
+"""The labels database (lab.judge.labels) as lab serve uses it: what is kept, what survives a
+restart, the queue, the assignments, and agreement between annotators worked out by hand."""
 
 import json
 import sqlite3
@@ -8,10 +8,11 @@ import threading
 import pytest
 
 from lab.errors import DataError
-from lab.judge.agree import judge_agreement
+from lab.judge.agree import from_store
+from lab.judge.labels import DB_FILE, LabelStore, import_file, queue_order
 from lab.runfiles import load_run
-from lab.serve.labels import DB_FILE, LabelStore, from_store, queue_order
-from report_fixtures import KAPPA, LABELS, write_pair
+from lab.serve.labels import agreement
+from report_fixtures import LABELS, write_pair
 
 RUN = "base/20261122-100000"
 
@@ -100,7 +101,7 @@ def test_agreement_between_annotators_is_the_weighted_kappa_worked_out_by_hand(r
         store.put(RUN, "f", q, "ben", b)
     store.put(RUN, "f", "q06", "ana", "correct")  # ana alone: not in the pair
     results, samples = load_run(reports / "base" / "20261122-100000")
-    a = store.agreement(results, samples, reports / "base" / "20261122-100000")
+    a = agreement(store, results, samples, reports / "base" / "20261122-100000")
     (pair,) = a["between_annotators"]
     # ana by ben, classes w/p/c: [[1,0,0],[0,0,1],[0,1,1]]; rows 1 1 2, columns 1 1 2, n 4:
     # observed 0.5 + 0.5 = 1, chance (0.5 + 2 + 0.5 + 1 + 2 + 1) / 4 = 1.75: kappa 1 - 1/1.75 = 3/7
@@ -113,22 +114,6 @@ def test_agreement_between_annotators_is_the_weighted_kappa_worked_out_by_hand(r
     assert a["judge"]["by_annotator"]["ben"]["n_pairs"] == 4
 
 
-def test_lab_agree_from_the_database_equals_lab_agree_from_the_same_labels_file(reports, tmp_path):
-    run_dir = reports / "base" / "20261122-100000"
-    results, samples = load_run(run_dir)
-    path = tmp_path / "labels.json"
-    path.write_text(json.dumps({"format": "lab-labels-v1", "run": RUN, "fingerprint": results["config_fingerprint"],
-                                "labels": LABELS}))
-    store = LabelStore(reports)
-    assert store.import_file(path, results, samples, "ana") == len(LABELS)
-    assert {r["source"] for r in store.labels(RUN)} == {"imported labels.json"}
-    from_db, from_file = from_store(store, run_dir), judge_agreement(run_dir, path)
-    assert from_db["overall"]["kappa"]["value"] == pytest.approx(KAPPA)
-    for key in ("overall", "by_category", "accuracy_mean", "disagreements", "n_pairs", "left_out"):
-        assert from_db[key] == from_file[key]
-    assert json.loads(json.dumps(store.export(results, "ana")))["labels"] == LABELS
-
-
 def test_a_bad_labels_file_imports_nothing(reports, tmp_path):
     run_dir = reports / "base" / "20261122-100000"
     results, samples = load_run(run_dir)
@@ -136,9 +121,8 @@ def test_a_bad_labels_file_imports_nothing(reports, tmp_path):
     path = tmp_path / "labels.json"
     path.write_text(json.dumps({"format": "lab-labels-v1", "run": RUN, "fingerprint": results["config_fingerprint"],
                                 "labels": bad}))
-    store = LabelStore(reports)
     with pytest.raises(DataError, match="labels.q02.label"):
-        store.import_file(path, results, samples, "ana")
-    assert store.labels(RUN) == []
+        import_file(path, results, samples, reports, "ana")
+    assert not (reports / DB_FILE).exists()  # checked whole before the store is opened
     with pytest.raises(DataError, match="no labels"):
-        from_store(store, run_dir)
+        from_store(LabelStore(reports), run_dir)
