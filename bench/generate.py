@@ -1,10 +1,12 @@
 """Eval-set generation speed: accepted questions per minute, the acceptance rate, and the lab
 against raw llama-cpp-python replaying the same calls.
 
-    .venv/bin/python bench/generate.py [--kb DIR] [--n 10] [--smoke] [--excerpt held|copied|cited]
-                                       [--no-replay] [--out FILE]
+    .venv/bin/python bench/generate.py [--kb DIR] [--n 10] [--smoke] [--mode extractive|abstractive]
+                                       [--excerpt held|copied|cited] [--no-replay] [--out FILE]
 
-Runs :func:`lab.evalsets.generate.generate` with an empty LLM cache (every call computed; the
+Runs ``lab generate``'s loop, :func:`lab.evalsets.questions.extractive` (``--mode extractive``, the
+default: a question to a sentence chosen by rule) or :func:`lab.evalsets.generate.generate`
+(``--mode abstractive``), with an empty LLM cache (every call computed; the
 embedding cache is the lab's own) over ``--kb`` (default: the InsureLLM knowledge base), then
 replays every recorded call, question writer's and checker's, through a raw ``Llama`` with the
 same parameters. Prints accepted, candidates, acceptance, accepted questions per minute, the
@@ -17,7 +19,8 @@ freely, then located) or ``cited`` (by sentence number, ``generate-qa-v2``), to 
 The raw replay evaluates every prompt whole under the call's grammar; the lab evaluates each
 prompt's fixed head once per task and a held excerpt's forced text as a batch
 (``LlamaCppBackend``), so its texts may differ from the replay's in the last bits.
-``--smoke``: SmolLM2 on the test fixture's knowledge base, 2 candidates.
+``--smoke``: SmolLM2 on the test fixture's knowledge base, 2 candidates. Run both modes over
+the same documents to compare their accepted questions per minute.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 from lab.caches import CallCache
 from lab.config import EmbeddingConfig, LLMConfig
 from lab.evalsets.generate import Options, generate
+from lab.evalsets.questions import extractive
 from lab.models.backends import llama_class
 from lab.models.embeddings import build_embedding
 from lab.models.llm import LabLLM
@@ -56,6 +60,8 @@ def main() -> int:
     ap.add_argument("--kb", type=Path, default=None)
     ap.add_argument("--n", type=int, default=None, help="questions wanted (default 10)")
     ap.add_argument("--smoke", action="store_true", help="SmolLM2, the fixture's kb, 2 candidates")
+    ap.add_argument("--mode", choices=("extractive", "abstractive"), default="extractive",
+                    help="lab generate's mode (default extractive)")
     ap.add_argument("--excerpt", choices=("held", "copied", "cited"), default="held",
                     help="how the model gives its excerpt (default held: under a grammar of the window's sentences)")
     ap.add_argument("--no-replay", action="store_true", help="skip the raw llama.cpp replay (accepted per minute only)")
@@ -71,16 +77,21 @@ def main() -> int:
     resolved = resolve_hf_model(EmbeddingConfig().model, "embedding model")
     offline_env_for([resolved])
     embedder = build_embedding(EmbeddingConfig(), resolved, cache_dir())
-    plans = [resolve_llm(LLMConfig(model=model), role, ROOT) for role in ("testset", "check")]
+    roles = ("questions",) if args.mode == "extractive" else ("testset", "check")
+    plans = [resolve_llm(LLMConfig(model=model), role, ROOT) for role in roles]
     with tempfile.TemporaryDirectory() as tmp:  # an empty LLM cache: every call computed
         cache = CallCache(Path(tmp) / "llm.sqlite")
         backends = [bench_llm.Recording(p) for p in plans]
         for b in backends:
             b.load()
-        writer, checker = (LabLLM(p, cache, b) for p, b in zip(plans, backends))
+        llms = [LabLLM(p, cache, b) for p, b in zip(plans, backends)]
+        embed = lambda t: embedder.encode(list(t), "")  # noqa: E731
         t0 = time.perf_counter()
-        out = generate(docs, writer, checker, lambda t: embedder.encode(list(t), ""),
-                       Options(n=n, max_candidates=2 if args.smoke else None, excerpt=args.excerpt))
+        if args.mode == "extractive":
+            out = extractive(docs, llms[0], embed, n, 0, max_candidates=2 if args.smoke else None)
+        else:
+            out = generate(docs, llms[0], llms[1], embed,
+                           Options(n=n, max_candidates=2 if args.smoke else None, excerpt=args.excerpt))
         lab_s = time.perf_counter() - t0
     s = out.stats
     if args.out:
@@ -89,12 +100,18 @@ def main() -> int:
         args.out.with_suffix(".gen.json").write_text(json.dumps(s, indent=1, ensure_ascii=False), encoding="utf-8")
     per_min = 60 * s["n_accepted"] / lab_s
     tokens = sum(u["completion_tokens"] for u in s["usage"].values() if u)
+    how = "mode extractive" if args.mode == "extractive" else f"excerpts {args.excerpt}"
     print(f"{s['n_accepted']} accepted of {s['candidates']} candidates ({100 * s['acceptance_rate']:.0f}%) "
-          f"from {len(docs)} documents; model {model}; excerpts {args.excerpt}")
+          f"from {len(docs)} documents; model {model}; {how}")
     print(f"accepted per minute {per_min:.2f}; lab {lab_s:.1f} s; {tokens} tokens written, "
           f"{tokens / max(1, s['n_accepted']):.0f} per accepted question")
-    print(f"paraphrased excerpts placed in their window (near_excerpts): {s['near_excerpts']['n']} of the accepted; "
-          f"spans moved to where the window states the answer (moved_spans): {s['moved_spans']['n']}")
+    if args.mode == "abstractive":
+        print(f"paraphrased excerpts placed in their window (near_excerpts): {s['near_excerpts']['n']} of the "
+              f"accepted; spans moved to where the window states the answer (moved_spans): {s['moved_spans']['n']}")
+    else:
+        trip = s["round_trip"]
+        print(f"round trip among {trip['sentences']} sentences: passed by words only {trip['passed_by_words_only']}, "
+              f"by meaning only {trip['passed_by_meaning_only']}")
     if args.no_replay:
         print(f"rejected: {({k: v['n'] for k, v in s['rejected'].items() if v['n']})}")
         return 0

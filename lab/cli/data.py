@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,19 +31,29 @@ ALL_FORMATS = [".md", ".txt", ".pdf", ".docx", ".html"]
 
 def add_parsers(sub: Any, common: Any) -> None:
     gen = sub.add_parser(
-        "generate", help="write an eval set from a folder of documents (excerpt-grounded questions)",
-        description="Ask an LLM (the local Qwen2.5-Coder-1.5B by default) for questions grounded in verbatim "
-                    "excerpts of the documents under --kb; every excerpt becomes a golden span, and every "
-                    "rejected candidate is counted in OUT's sidecar, <name>.gen.json. Calls are cached: an "
-                    "interrupted run resumes where it stopped.",
-        epilog="example: lab generate --kb ~/docs --out eval_sets/docs.jsonl --n 150",
+        "generate", help="write an eval set from a folder of documents (questions on golden spans)",
+        description="Write questions about the documents under --kb, each on a golden span. The default "
+                    "(--mode extractive) picks fact-bearing prose sentences by rule (never code, console "
+                    "transcripts or option tables), spread over every document and section, and asks the LLM "
+                    "(the local Qwen2.5-Coder-1.5B by default) only for the question each answers; the sentence "
+                    "is the reference answer. --mode abstractive asks the LLM for excerpt, question and answer "
+                    "from a window of text (for sets that grade answers). Rows are written as they are "
+                    "accepted: Ctrl-C or --max-minutes keeps them, and the same command resumes (every call "
+                    "is cached). Every rejected candidate is counted in OUT's sidecar, <name>.gen.json.",
+        epilog="example: lab generate --kb ~/docs --out eval_sets/docs.jsonl --n 150 --max-minutes 20",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     gen.add_argument("--kb", type=Path, required=True, help="knowledge-base folder")
     gen.add_argument("--out", type=Path, required=True, help="eval set to write (JSONL)")
     gen.add_argument("--n", type=options.count, default=150, help="questions wanted (default: 150)")
+    gen.add_argument("--mode", choices=("extractive", "abstractive"), default="extractive",
+                     help="extractive (the default): the model writes only the question to a sentence chosen by "
+                          "rule; abstractive: it writes excerpt, question and answer from a window of text")
+    gen.add_argument("--max-minutes", type=float, metavar="M",
+                     help="stop after M minutes, keeping the questions accepted so far")
     gen.add_argument("--seed", type=int, default=0, help="seed of the document order (default: 0)")
-    gen.add_argument("--mix", help="category shares, e.g. direct_fact=0.5,numerical=0.25,spanning=0.25 "
-                                   "(default: close to InsureLLM's)")
+    gen.add_argument("--mix", help="abstractive: category shares, e.g. direct_fact=0.5,numerical=0.25,spanning=0.25 "
+                                   "(default: close to InsureLLM's; extractive: each sentence's category follows "
+                                   "from what it states)")
     gen.add_argument("--max-candidates", type=options.count, help="stop after this many LLM candidates (default: 3 n)")
     gen.add_argument("--config", metavar="NAME", help="take loader, embedding model and LLM (generation.llm) "
                                                      "from experiments/NAME.yaml, e.g. for OpenAI or a server")
@@ -49,7 +61,8 @@ def add_parsers(sub: Any, common: Any) -> None:
                                                     "qwen2.5-coder-1.5b-instruct)")
     options.force(gen, "OUT")
     gen.add_argument("--excerpt", choices=("held", "copied", "cited"), default=None,
-                     help="how the model gives the excerpt its question stands on: held (the default: copied under "
+                     help="abstractive: how the model gives the excerpt its question stands on: held (the default: "
+                          "copied under "
                           "a grammar that allows only the window's sentences, so every excerpt is found), copied "
                           "(written freely, then located), cited (by sentence number, generate-qa-v2)")
     gen.add_argument("--cite", action="store_true", help="the same as --excerpt cited")
@@ -156,13 +169,23 @@ def _embedder(embedding: EmbeddingConfig, cache: Path) -> Any:
 
 
 def _generate_plan(args: argparse.Namespace) -> list[str]:
-    """What ``lab generate`` will ask of its LLM, and how long that takes here."""
+    """What ``lab generate`` will ask of its LLM, and how long that takes here: every call, the
+    writer's and (abstractive) the support checks' (``role_cost``'s calls per accepted question
+    count both, as measured here or on 2 cores)."""
     from lab.eval.estimate import describe, role_cost
     from lab.models.resolve import resolve_llm
 
     _, _, llm_cfg = _settings(args)
-    plan = resolve_llm(llm_cfg, "testset", args.experiments.resolve().parent)
-    return describe([role_cost("testset", plan, args.n, _cache(args))], args.n, "accepted questions wanted")
+    plan = resolve_llm(llm_cfg, _role(args), args.experiments.resolve().parent)
+    lines = describe([role_cost(_role(args), plan, args.n, _cache(args))], args.n, "accepted questions wanted")
+    if args.max_minutes:
+        lines.append(f"  stops after {args.max_minutes:g} minutes, keeping what was accepted")
+    return lines
+
+
+def _role(args: argparse.Namespace) -> str:
+    """The LLM role of ``lab generate``'s calls: ``questions`` (extractive), ``testset`` (abstractive)."""
+    return "questions" if args.mode == "extractive" else "testset"
 
 
 def _cache(args: argparse.Namespace) -> Path:
@@ -197,15 +220,47 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if args.dry_run:
         print("\n".join(_generate_plan(args)) + "\ndry run: nothing was generated or written")
         return 0
-    out = check_output(args.out, (), args.kb, args.force)
-    sidecar = check_output(out.with_suffix(".gen.json"), (), args.kb, True, "--out's sidecar")
+    if args.max_minutes is not None and not (math.isfinite(args.max_minutes) and args.max_minutes > 0):
+        raise ConfigError(f"--max-minutes {args.max_minutes}: give a number of minutes above 0", hint="e.g. --max-minutes 20")
+    sidecar = Path(args.out).expanduser().with_suffix(".gen.json")
+    resume = _unfinished(sidecar)  # an interrupted run's rows: the same command continues it
+    out = check_output(args.out, (), args.kb, args.force or resume)
+    sidecar = check_output(sidecar, (), args.kb, True, "--out's sidecar")
     mix = _mix(args.mix)
     with claim_output(out):  # a second `lab generate` into the same --out stops here while this one runs
-        return _generate(args, check_output(out, (), args.kb, args.force), sidecar, mix)
+        return _generate(args, check_output(out, (), args.kb, args.force or resume), sidecar, mix)
+
+
+def _unfinished(sidecar: Path) -> bool:
+    """Whether ``sidecar`` says its eval set was left unfinished (interrupted, or stopped by time)."""
+    try:
+        return json.loads(sidecar.read_text(encoding="utf-8")).get("complete") is False
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+class _Rows:
+    """The eval set, written a row at a time as rows are accepted: a valid JSONL file at every
+    moment (each line whole, flushed and synced), so a stopped run keeps what it accepted."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fh = open(path, "w", encoding="utf-8")
+        self.n = 0
+
+    def __call__(self, row: dict) -> None:
+        self.fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+        self.n += 1
+
+    def close(self) -> None:
+        self.fh.close()
 
 
 def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str, float] | None) -> int:
     from lab.evalsets.generate import NothingAccepted, Options, generate  # heavy (see lab.cli)
+    from lab.evalsets.questions import extractive
     from lab.models.llm import build_llm
     from lab.models.resolve import resolve_llm
 
@@ -215,27 +270,41 @@ def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str,
     project = args.experiments.resolve().parent
     for line in _generate_plan(args):  # before the first model call
         print(line, flush=True)
-    writer = build_llm(resolve_llm(llm_cfg, "testset", project), _cache(args))
-    checker = build_llm(resolve_llm(llm_cfg, "check", project), _cache(args))
+    writer = build_llm(resolve_llm(llm_cfg, _role(args), project), _cache(args))
+    checker = build_llm(resolve_llm(llm_cfg, "check", project), _cache(args)) if args.mode == "abstractive" else None
     corpus = _corpus(args.kb, loader)
+    docs = {d.metadata["source"]: d.text for d in corpus.documents}
     out.parent.mkdir(parents=True, exist_ok=True)
-    opts = Options(n=args.n, seed=args.seed, max_candidates=args.max_candidates,
-                   excerpt=args.excerpt or ("cited" if args.cite else "held"),
-                   **({"mix": mix} if mix else {}))
-    outcome = generate({d.metadata["source"]: d.text for d in corpus.documents}, writer, checker,
-                       _embedder(embedding, _cache(args)), opts, show_progress=not args.no_progress and sys.stderr.isatty())
-    stats = {"knowledge_base": str(args.kb), "n_documents": len(corpus.documents), "skipped_files": corpus.skipped,
-             "model": {"backend": llm_cfg.backend, "model": llm_cfg.model, "fingerprint": writer.plan.fingerprint},
-             "embedding_model": embedding.model, **outcome.stats}
+    deadline = time.monotonic() + 60 * args.max_minutes if args.max_minutes else None
+    show = not args.no_progress and sys.stderr.isatty()
+    head = {"knowledge_base": str(args.kb), "n_documents": len(corpus.documents), "skipped_files": corpus.skipped,
+            "model": {"backend": llm_cfg.backend, "model": llm_cfg.model, "fingerprint": writer.plan.fingerprint},
+            "embedding_model": embedding.model}
+    write_atomic(sidecar, json.dumps({**head, "mode": args.mode, "complete": False}, indent=2) + "\n")
+    rows = _Rows(out)
+    try:
+        if args.mode == "extractive":
+            outcome = extractive(docs, writer, _embedder(embedding, _cache(args)), args.n, args.seed,
+                                 args.max_candidates, show, on_row=rows, deadline=deadline)
+        else:
+            opts = Options(n=args.n, seed=args.seed, max_candidates=args.max_candidates,
+                           excerpt=args.excerpt or ("cited" if args.cite else "held"), **({"mix": mix} if mix else {}))
+            outcome = generate(docs, writer, checker, _embedder(embedding, _cache(args)), opts, show_progress=show,
+                               on_row=rows, deadline=deadline)
+    finally:
+        rows.close()
+    stats = {**head, **outcome.stats}
     write_atomic(sidecar, json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
     both = [u for u in stats["usage"].values() if u]  # the writer's and the support check's calls, as one
-    record(_cache(args), {"testset": {k: sum(u[k] for u in both) for k in ("calls", "cached", "seconds")}},
-           stats["n_accepted"], {"testset": (writer.plan, None)})
+    record(_cache(args), {_role(args): {k: sum(u[k] for u in both) for k in ("calls", "cached", "seconds")}},
+           stats["n_accepted"], {_role(args): (writer.plan, None)})
     if not outcome.rows:  # an empty eval set is not one: the sidecar says why each candidate failed
+        out.unlink(missing_ok=True)
+        if stats.get("stopped") == "interrupted":
+            raise KeyboardInterrupt
         raise NothingAccepted(f"no candidate of {stats['candidates']} passed the checks; see {sidecar} for each "
-                       "filter's rejections", hint="a larger model (--llm, --config), or more candidates "
-                                                   "(--max-candidates)")
-    write_atomic(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in outcome.rows))
+                              "filter's rejections", hint="a larger model (--llm, --config), or more candidates "
+                                                          "(--max-candidates)")
     rej = {k: v["n"] for k, v in stats["rejected"].items() if v["n"]}
     print(f"{stats['n_accepted']} questions of {stats['n_requested']} from {stats['candidates']} candidates "
           f"({100 * stats['acceptance_rate']:.0f}% accepted) in {stats['seconds']:.0f} s")
@@ -247,8 +316,14 @@ def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str,
     print("by category: " + ", ".join(f"{c} {n}" for c, n in stats["by_category"].items()))
     print("rejected: " + (", ".join(f"{k} {n}" for k, n in rej.items()) or "none"))
     if stats["documents_without_questions"]:
-        print(f"{len(stats['documents_without_questions'])} documents have no question (see {sidecar.name})")
+        print(f"{len(stats['documents_without_questions'])} of {len(docs)} documents have no question "
+              f"(see {sidecar.name})")
     print(f"wrote {out} and {sidecar}")
+    if stats.get("stopped"):
+        print(f"stopped ({stats['stopped']}) with {stats['n_accepted']} of {stats['n_requested']} questions: the "
+              "same command continues (its calls are cached)")
+        if stats["stopped"] == "interrupted":
+            return 130
     return 0
 
 

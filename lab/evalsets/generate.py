@@ -69,6 +69,8 @@ from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, derive_
 from lab.evalsets import grounding
 from lab.evidence.states import words_not_in_spans
 from lab.evidence.text import fold
+from lab.evalsets.questions import interruptible as _interruptible
+from lab.evalsets.questions import tally
 from lab.evalsets.tasks import (EXCERPT_MODES, WINDOW_CHARS, _cite_schema, _cited,
                                 _held_schema, _schema, choices, windows)
 from lab.metrics.injection import suspect_reasons
@@ -301,15 +303,11 @@ def _check(task: dict, item: dict, docs: dict[str, str]) -> tuple[str | None, st
     return None, "", refs
 
 
-def _tally(tried: Counter, rejected: dict[str, list]) -> str:
-    """The progress note: candidates tried so far and rejections by reason."""
-    rej = ", ".join(f"{r} {len(v)}" for r, v in rejected.items() if v)
-    return f"{sum(tried.values())} candidates tried, rejected: {rej or 'none'}"
-
-
 def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[list[str]], np.ndarray],
-             opts: Options, show_progress: bool = False, price: tuple[float, float] | None = None) -> Outcome:
-    """The eval set's rows and the sidecar's statistics (see the module docstring)."""
+             opts: Options, show_progress: bool = False, on_row: Callable[[dict], None] | None = None,
+             deadline: float | None = None) -> Outcome:
+    """The eval set's rows and the sidecar's statistics (see the module docstring); ``on_row`` and
+    ``deadline`` as in :func:`lab.evalsets.questions.extractive` (rows in the order accepted)."""
     t0 = time.perf_counter()
     names = CITE_PROMPTS if opts.excerpt == "cited" else PROMPTS
     prompts = {p: load_prompt(p) for p in names}
@@ -336,8 +334,13 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
     capped: set[str] = set()
     near: list[str] = []  # accepted questions whose excerpt was a paraphrase (nearest_region)
     moved: list[str] = []  # accepted questions whose span is where the window states the answer
-    with Ticker("generate", opts.n, show_progress, unit="questions") as ticker:
-        while sum(tried.values()) < budget:
+    rows: list[dict] = []
+    stopped = None
+    with Ticker("generate", opts.n, show_progress, unit="questions") as ticker, _interruptible() as halt:
+        while sum(tried.values()) < budget and not halt:
+            if deadline is not None and time.monotonic() >= deadline:
+                stopped = "time limit"
+                break
             capped |= {c for c in quotas if len(accepted[c]) < quotas[c] and tried[c] >= caps[c]}
             open_cats = [c for c in quotas if len(accepted[c]) < quotas[c] and c not in exhausted | capped]
             if not open_cats:
@@ -371,7 +374,7 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
             if reason is not None:
                 rejected[reason].append({"category": category, "sources": sources, "detail": detail,
                                          "question": item.get("question"), "answer": item.get("answer")})
-                ticker.note(_tally(tried, rejected))
+                ticker.note(tally(sum(tried.values()), rejected))
                 continue
             vectors.append(vec)
             if any(r.pop("near", False) for r in refs):
@@ -379,18 +382,18 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
             if any(r.pop("moved", False) for r in refs):
                 moved.append(item.get("question"))
             keywords = derive_keywords(item["answer"], [r["content"] for r in refs], item["question"], common=common)
-            row = {"question": item["question"].strip(), "reference_answer": item["answer"].strip(),
-                   "category": category, "references": refs}
+            row = {"id": f"g{len(rows) + 1:04d}", "question": item["question"].strip(),
+                   "reference_answer": item["answer"].strip(), "category": category, "references": refs}
             if keywords:
                 row["keywords"] = keywords
             accepted[category].append(row)
-            ticker.note(_tally(tried, rejected))
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
+            ticker.note(tally(sum(tried.values()), rejected))
             ticker.update()
+    stopped = "interrupted" if halt else stopped
     capped |= {c for c in quotas if len(accepted[c]) < quotas[c] and tried[c] >= caps[c]}
-    rows = [r for c in quotas for r in accepted[c]]
-    for i, r in enumerate(rows, start=1):
-        r["id"] = f"g{i:04d}"
-    rows = [{"id": r.pop("id"), **r} for r in rows]
     seconds = time.perf_counter() - t0
     per_doc = Counter(ref["source"] for r in rows for ref in r["references"])
     usage = {"generation": llm.usage.as_dict(), "check": judge.usage.as_dict() if judge is not llm else None}
@@ -412,6 +415,6 @@ def generate(docs: dict[str, str], llm: LabLLM, judge: LabLLM, embed: Callable[[
         "window_chars": opts.window_chars, "coverage_rule": "weighted fair queuing on document characters",
         "seconds": round(seconds, 1),
         "seconds_per_accepted": round(seconds / len(rows), 2) if rows else None,
-        "usage": usage,
+        "usage": usage, "stopped": stopped, "complete": stopped is None,
     }
     return Outcome(rows, stats)

@@ -11,9 +11,23 @@ from runs import ROOT
 pytestmark = pytest.mark.slow
 
 
-def test_generate_bench_smoke():
+def test_generate_bench_smoke_extractive():
     out = subprocess.run([sys.executable, "bench/generate.py", "--smoke"], cwd=ROOT, capture_output=True,
                          text=True, timeout=900)
+    assert out.returncode == 0, out.stderr
+    m = re.search(r"^(\d+) accepted of (\d+) candidates \((\d+)%\) from 4 documents; model smollm2-135m-instruct; "
+                  r"mode extractive$", out.stdout, re.M)
+    assert m and 1 <= int(m.group(2)) <= 2 and int(m.group(1)) <= 1, out.stdout
+    m = re.search(r"^raw replay ([\d.]+) s \((\d+) calls, (\d+) texts differ\); ratio ([\d.]+)$", out.stdout, re.M)
+    assert m and int(m.group(2)) == int(re.search(r"of (\d+) candidates", out.stdout).group(1)), out.stdout
+    assert re.search(r"^round trip among \d+ sentences: passed by words only \d+, by meaning only \d+$", out.stdout,
+                     re.M), out.stdout
+    assert out.stdout.rstrip().endswith("smoke: ok")
+
+
+def test_generate_bench_smoke():
+    out = subprocess.run([sys.executable, "bench/generate.py", "--smoke", "--mode", "abstractive"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr
     m = re.search(r"^(\d+) accepted of (\d+) candidates \((\d+)%\) from 4 documents; model smollm2-135m-instruct; "
                   r"excerpts held$", out.stdout, re.M)

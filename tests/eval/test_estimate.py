@@ -82,11 +82,17 @@ def test_dry_run_prints_the_plan_and_writes_nothing(cli, project):
 
 
 def test_generate_dry_run_estimates_before_loading_any_model(cli, project):
-    code, out, err = cli("generate", "--kb", project / "kb", "--out", project / "new.jsonl", "--n", "10",
-                         "--llm", "smollm2-135m-instruct", "--dry-run", "--cache", project / "cache",
-                         "--experiments", project / "experiments")
+    common = ["generate", "--kb", project / "kb", "--out", project / "new.jsonl", "--n", "10", "--llm",
+              "smollm2-135m-instruct", "--dry-run", "--cache", project / "cache", "--experiments", project / "experiments"]
+    code, out, err = cli(*common, "--mode", "abstractive")
     assert code == 0, err
-    assert out.splitlines()[:2] == [
+    assert out.splitlines()[:2] == [  # the writer's calls and the support checks' (3 a question, 17.4 s each)
         "10 accepted questions wanted; LLM calls (a call already cached takes no time):",
         "  testset    smollm2-135m-instruct: ~30 calls, about 8 min 42 s (2-core prior)"]
+    code, out, err = cli(*common, "--max-minutes", "5")  # extractive: one call a candidate, no check
+    assert code == 0, err
+    assert out.splitlines()[1:4] == ["  questions  smollm2-135m-instruct: ~16 calls, about 1 min 20 s (2-core prior)",
+                                     "  estimated total: about 1 min 20 s (from the 2-core prior where this machine "
+                                     "has no measurement yet; a run measures it)",
+                                     "  stops after 5 minutes, keeping what was accepted"]
     assert not (project / "new.jsonl").exists()

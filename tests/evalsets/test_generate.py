@@ -464,7 +464,7 @@ def test_generate_over_the_formats_kb_then_run_an_experiment_on_it(tmp_path):
 
     kb = ROOT / "knowledge-base-formats"
     out = tmp_path / "formats.jsonl"
-    proc = lab(tmp_path, "generate", "--kb", str(kb), "--out", str(out), "--n", "3", "--mix",
+    proc = lab(tmp_path, "generate", "--kb", str(kb), "--out", str(out), "--n", "3", "--mode", "abstractive", "--mix",
                "direct_fact=2,numerical=1", "--no-progress", "--experiments", str(ROOT / "experiments"))
     assert proc.returncode == 0, proc.stderr
     stats = json.loads(out.with_suffix(".gen.json").read_text())
@@ -483,6 +483,39 @@ def test_generate_over_the_formats_kb_then_run_an_experiment_on_it(tmp_path):
     assert proc.returncode == 0, proc.stderr
     results, samples = load(latest(tmp_path, "formats-mixed"))
     assert results["sample"]["n_questions"] == 3 and results["metrics"]["overall"]["span_recall"]["n"] == 3
+
+
+@pytest.mark.slow
+def test_extractive_generate_over_the_formats_kb_then_run_an_experiment_on_it(tmp_path):
+    """The default mode with the local Qwen over PDF, DOCX, HTML and markdown: every row's span is
+    one prose sentence of the loader's text and its reference answer, and a run scores the set."""
+    from lab.config import DEFAULT_CATEGORIES
+    from lab.evalsets.evalset import load_eval_set
+    from lab.evalsets.extract import in_example
+    from lab.rag.loaders import load_folder
+    from runs import latest, load
+
+    kb = ROOT / "knowledge-base-formats"
+    out = tmp_path / "formats.jsonl"
+    proc = lab(tmp_path, "generate", "--kb", str(kb), "--out", str(out), "--n", "3", "--no-progress",
+               "--experiments", str(ROOT / "experiments"))
+    assert proc.returncode == 0, proc.stderr
+    stats = json.loads(out.with_suffix(".gen.json").read_text())
+    rows = load_eval_set(out, DEFAULT_CATEGORIES).rows
+    assert len(rows) == stats["n_accepted"] == 3 and stats["complete"] and stats["mode"] == "extractive"
+    docs = {d.metadata["source"]: d.text for d in load_folder(kb, [".md", ".txt", ".pdf", ".docx", ".html"],
+                                                             5_000_000, False).documents}
+    for row in rows:
+        (ref,) = row.references
+        assert docs[ref.source][ref.start_index:ref.end_index] == ref.content
+        assert in_example(docs[ref.source], ref.source, ref.start_index, ref.end_index) is None
+        assert row.question.endswith("?") and row.category in ("direct_fact", "numerical", "temporal")
+    assert stats["usage"]["generation"]["calls"] == stats["candidates"]  # one call a candidate, no check call
+    proc = lab(tmp_path, "run", "formats-mixed", "--kb", str(kb), "--eval", str(out), "--retrieval-only",
+               "--experiments", str(ROOT / "experiments"))
+    assert proc.returncode == 0, proc.stderr
+    results, _ = load(latest(tmp_path, "formats-mixed"))
+    assert results["metrics"]["overall"]["span_mrr"]["n"] == 3
 
 
 def test_generate_rejects_a_row_whose_reference_speaks_to_the_evaluator():

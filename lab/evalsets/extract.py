@@ -1,0 +1,317 @@
+"""The fact-bearing sentences of a knowledge base, chosen by rule: what ``lab generate``'s
+extractive mode asks questions about (:mod:`lab.evalsets.generate`).
+
+A document is cut into blocks (:func:`blocks`) by its markup, Markdown, reStructuredText or the
+text of an HTML page alike:
+
+- ``code``: a fenced (```` ``` ````, ``~~~``) or indented block, a reStructuredText literal block
+  (after a paragraph ending in ``::``, or under ``.. code-block::``, ``.. code::``,
+  ``.. sourcecode::``), a ``<pre>`` element;
+- ``transcript``: a code block, or a run of lines, where a line starts with a shell prompt
+  (``$``, ``#``, ``>``, ``PS>``, ``>>>``): a console session and its output ("restoring
+  <Snapshot of ...> at 2015-05-08 21:40:19"), whose timestamps and counts are the example's, not
+  facts of the product;
+- ``table``: grid and simple tables, pipe tables, and option lists (lines that start with a flag,
+  ``--target DIR  ...``);
+- ``heading``: a Markdown ``#`` line, a reStructuredText title with its under- (and over-)line;
+- ``comment``: a reStructuredText comment or target (``..`` not followed by a directive's ``::``);
+- ``prose``: everything else, list items and admonitions (``.. note::``) included.
+
+Only prose is read for sentences (:func:`prose_sentences`): lines joined across hard wraps, cut
+after ``.``, ``!`` or ``?`` before a capital, a digit or markup (an abbreviation ends nothing).
+A sentence is a *candidate* (:func:`candidates`) when it can stand alone as the answer to a
+question: 6 to 45 words, ending in a full stop, not opening with a word that points elsewhere
+("It", "This", "For example", ...), and stating a fact: a figure, a term in code markup, an option,
+a name, or a rule ("must", "default", "only", ...). Its category follows from what it states
+(a period or date: ``temporal``; another figure: ``numerical``; else ``direct_fact``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Iterator
+
+#: Sentence length, in words, of a candidate.
+MIN_WORDS, MAX_WORDS = 6, 45
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_CODE_DIRECTIVE = re.compile(r"^\s*\.\.\s+(?:code-block|code|sourcecode|literalinclude|highlight|parsed-literal)::", re.I)
+_DIRECTIVE = re.compile(r"^\s*\.\.\s+[\w:-]+::")
+_ADMONITION = re.compile(r"^\s*\.\.\s+(?:note|warning|tip|important|caution|attention|hint|danger|error|seealso|"
+                         r"admonition|versionadded|versionchanged|deprecated)::", re.I)
+_COMMENT = re.compile(r"^\s*\.\.(?:\s|$)")
+_UNDERLINE = re.compile(r"^\s*([=\-~^\"'`#*+_:.])\1{2,}\s*$")
+_MD_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+\S")
+_TABLE = re.compile(r"^\s*(?:\+[-=+]{2,}|\|.*\||=+(?:\s+=+)+\s*$)")
+_OPTION = re.compile(r"^\s*(?:-\w|--[\w-]+)(?:[ =][^\s]+)?(?:,\s*--?[\w-]+(?:[ =][^\s]+)?)*(?:\s{2,}|\t|$)")
+_PROMPT = re.compile(r"^\s*(?:\$|#|>|PS[^>\n]*>|>>>|[A-Za-z]:\\[^>\n]*>)\s+\S")
+_PRE_OPEN, _PRE_CLOSE = re.compile(r"<pre\b", re.I), re.compile(r"</pre>", re.I)
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)]|#\.)\s+")
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9`\"'(*\[_<-])")
+_ABBREV = re.compile(r"(?<![^\s(])(?:e\.g|i\.e|etc|vs|no|nr|approx|incl|dr|mr|mrs|ms|st|cf|resp|esp|fig|ver)\.$", re.I)
+#: Openings that point to what came before: a sentence so begun does not stand alone.
+_POINTING = re.compile(r"^(?:it|this|that|these|those|they|them|he|she|then|but|and|or|also|however|so|here|there|"
+                       r"such|both|thus|hence|therefore|otherwise|instead|similarly|likewise|for example|for instance|"
+                       r"in this case|in that case|as (?:mentioned|described|shown|seen|noted)|see|note:?|now|in addition|another|"
+                       r"again|finally|first|second|next|last|lastly|alternatively|additionally|furthermore|moreover|the latter|"
+                       r"the former|the same|the patterns?|the above|the command|the output)\b", re.I)
+#: Words that send the reader elsewhere in the document: "(see table below)", "in this case".
+_ELSEWHERE = re.compile(r"\b(?:below|above|as follows|the following|this case|this example|the example|this command|"
+                        r"these commands|the previous|the next|the latter|the former)\b|\(see\b", re.I)
+_CODE_TERM = re.compile(r"``[^`]+``|`[^`]+`|(?<![\w-])--?[A-Za-z][\w-]*")
+_FIGURE = re.compile(r"\d")
+#: A number standing alone ("14 copies", "1,300", "2.5"), not part of a name ("AES-256", "v2").
+_NUMBER = re.compile(r"(?<![\w.-])\d[\d,.]*(?![\w-])")
+_NAME = re.compile(r"(?<=\s)[A-Z][\w.-]*[A-Za-z0-9]")
+_RULE = re.compile(r"\b(?:must|never|always|only|default(?:s|ed)?|required?|requires|cannot|can't|not|supports?|"
+                   r"recommended|instead|limit(?:s|ed)?|maximum|minimum|at least|at most|per)\b", re.I)
+_PERIOD = re.compile(r"\b\d{1,2}:\d\d\b|\b(?:1[89]|20)\d\d\b|\b(?:January|February|March|April|May|June|July|August|September|"
+                     r"October|November|December)\b|\b\d+\s*(?:ms|milliseconds?|seconds?|minutes?|hours?|days?|weeks?|"
+                     r"months?|years?)\b")  # case kept: "you may" is no month
+
+
+@dataclass(frozen=True)
+class Block:
+    """A run of a document's lines and what they are (see the module's docstring), under the
+    nearest heading above it."""
+
+    start: int
+    end: int
+    kind: str
+    heading: str
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A sentence a question can be asked about: its place, its section, and the category its
+    content suggests."""
+
+    source: str
+    start: int
+    end: int
+    text: str
+    heading: str
+    category: str
+
+
+def _lines(text: str) -> list[tuple[int, int, str]]:
+    out, pos = [], 0
+    for line in text.splitlines(keepends=True):
+        out.append((pos, pos + len(line), line.rstrip("\r\n")))
+        pos += len(line)
+    return out
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t")) if line.strip() else 10 ** 6
+
+
+def _flavour(source: str) -> str:
+    name = PurePosixPath(source).name.lower()
+    return "rst" if name.endswith((".rst", ".rst.txt", ".rest")) else "md"
+
+
+def blocks(text: str, source: str = "") -> list[Block]:
+    """``text`` cut into blocks by its markup (the module's docstring); ``source``, the file's
+    name, says whether an indented block is code (Markdown) or a quotation (reStructuredText)."""
+    rst = _flavour(source) == "rst"
+    lines = _lines(text)
+    out: list[Block] = []
+    heading = ""
+    i = 0
+
+    def add(a: int, b: int, kind: str) -> None:
+        if b > a:
+            start, end = lines[a][0], lines[b - 1][1]
+            out.append(Block(start, end, kind, heading))
+
+    def indented_run(k: int, base: int) -> int:
+        """The line after the indented block starting at or after line ``k`` (blank lines inside)."""
+        while k < len(lines) and not lines[k][2].strip():
+            k += 1
+        while k < len(lines) and (not lines[k][2].strip() or _indent(lines[k][2]) > base):
+            k += 1
+        return k
+
+    def code_kind(a: int, b: int) -> str:
+        return "transcript" if any(_PROMPT.match(lines[k][2]) for k in range(a, b)) else "code"
+
+    while i < len(lines):
+        line = lines[i][2]
+        stripped = line.strip()
+        if not stripped:
+            i += 1
+            continue
+        nxt = lines[i + 1][2] if i + 1 < len(lines) else ""
+        # headings: "# Title", and a title under- (and over-)lined
+        if _MD_HEADING.match(line) and not rst:
+            heading = stripped.lstrip("#").strip()
+            add(i, i + 1, "heading")
+            i += 1
+            continue
+        if _UNDERLINE.match(line) and i + 2 < len(lines) and _UNDERLINE.match(lines[i + 2][2]) and lines[i + 1][2].strip():
+            heading = lines[i + 1][2].strip()
+            add(i, i + 3, "heading")
+            i += 3
+            continue
+        if nxt and _UNDERLINE.match(nxt) and len(nxt.strip()) >= max(3, len(stripped) - 2) and not _UNDERLINE.match(line):
+            heading = stripped
+            add(i, i + 2, "heading")
+            i += 2
+            continue
+        if _FENCE.match(line):
+            fence = _FENCE.match(line).group(1)
+            k = i + 1
+            while k < len(lines) and not lines[k][2].strip().startswith(fence):
+                k += 1
+            k = min(k + 1, len(lines))
+            add(i, k, code_kind(i, k))
+            i = k
+            continue
+        if _PRE_OPEN.search(line):
+            k = i
+            while k < len(lines) and not _PRE_CLOSE.search(lines[k][2]):
+                k += 1
+            k = min(k + 1, len(lines))
+            add(i, k, code_kind(i, k))
+            i = k
+            continue
+        if _CODE_DIRECTIVE.match(line):
+            k = indented_run(i + 1, _indent(line))
+            add(i, k, code_kind(i, k))
+            i = k
+            continue
+        if (m := _DIRECTIVE.match(line)) is not None:
+            k = indented_run(i + 1, _indent(line))
+            if _ADMONITION.match(line):  # its body, on its line and indented under it, is prose
+                body = lines[i][0] + m.end() + len(line[m.end():]) - len(line[m.end():].lstrip())
+                if lines[k - 1][1] > body:
+                    out.append(Block(body, lines[k - 1][1], "prose", heading))
+            else:  # an image, a table, a table of contents: no sentence of its own
+                add(i, k, "comment")
+            i = k
+            continue
+        if _COMMENT.match(line):
+            k = indented_run(i + 1, _indent(line))
+            add(i, k, "comment")
+            i = k
+            continue
+        if _TABLE.match(line) or _OPTION.match(line):
+            k = i
+            while k < len(lines) and lines[k][2].strip() and (_TABLE.match(lines[k][2]) or _OPTION.match(lines[k][2])
+                                                             or _indent(lines[k][2]) > _indent(line)):
+                k += 1
+            add(i, max(k, i + 1), "table")
+            i = max(k, i + 1)
+            continue
+        if _PROMPT.match(line) and (not rst or not stripped.startswith("#")):
+            k = i
+            while k < len(lines) and lines[k][2].strip():
+                k += 1
+            add(i, k, "transcript")
+            i = k
+            continue
+        if not rst and _indent(line) >= 4 and (i == 0 or not lines[i - 1][2].strip()) and not _LIST_ITEM.match(line):
+            k = indented_run(i, 3)
+            add(i, k, code_kind(i, k))
+            i = k
+            continue
+        # a paragraph (or a list item): up to a blank line, a new list item or a line that opens a block
+        k = i + 1
+        while k < len(lines):
+            s = lines[k][2]
+            if not s.strip() or _LIST_ITEM.match(s) or _FENCE.match(s) or _TABLE.match(s) or _UNDERLINE.match(s) \
+                    or (k + 1 < len(lines) and _UNDERLINE.match(lines[k + 1][2]) and s.strip()) or _PROMPT.match(s):
+                break
+            k += 1
+        add(i, k, "prose")
+        if stripped.endswith("::") or lines[k - 1][2].rstrip().endswith("::"):  # a literal block follows
+            j = indented_run(k, _indent(lines[i][2]))
+            if j > k:
+                add(k, j, code_kind(k, j))
+            k = max(k, j)
+        i = k
+    return out
+
+
+def prose_sentences(text: str, block: Block) -> Iterator[tuple[int, int]]:
+    """The sentences of a prose block as offsets into ``text``: hard-wrapped lines read as one,
+    list markers left out, whitespace trimmed."""
+    a = block.start
+    body = text[block.start:block.end]
+    m = _LIST_ITEM.match(body)
+    if m:
+        a += m.end()
+    pos = a
+    for cut in list(_SENTENCE_END.finditer(text, a, block.end)) + [None]:
+        stop = cut.start() if cut is not None else block.end
+        piece = text[pos:stop]
+        if cut is not None and _ABBREV.search(text[pos:stop].rstrip("\"')]")):
+            continue
+        s, e = pos, stop
+        while s < e and text[s].isspace():
+            s += 1
+        while e > s and text[e - 1].isspace():
+            e -= 1
+        if e > s and piece.strip():
+            yield s, e
+        pos = cut.end() if cut is not None else block.end
+
+
+def _category(sentence: str) -> str:
+    if _PERIOD.search(sentence):
+        return "temporal"
+    plain = _CODE_TERM.sub(" ", sentence)
+    return "numerical" if _NUMBER.search(plain) else "direct_fact"
+
+
+def why_not(sentence: str) -> str | None:
+    """Why ``sentence`` cannot be a question's answer by itself (None: it can)."""
+    flat = " ".join(sentence.split())
+    n = len(flat.split())
+    if n < MIN_WORDS:
+        return "short"
+    if n > MAX_WORDS:
+        return "long"
+    if not flat.endswith("."):
+        return "not a statement"  # a question, an introduction ("... as follows:"), a fragment
+    if _POINTING.match(flat.lstrip("*_`\"'(")) or _ELSEWHERE.search(flat):
+        return "points elsewhere"
+    if sum(c.isalpha() for c in flat) < 0.6 * len(flat.replace(" ", "")):
+        return "not prose"
+    if not (_FIGURE.search(flat) or _CODE_TERM.search(flat) or _NAME.search(flat) or _RULE.search(flat)):
+        return "no fact"
+    return None
+
+
+def candidates(source: str, text: str) -> list[Candidate]:
+    """Every candidate sentence of a document, in document order (the module's docstring)."""
+    out = []
+    for block in blocks(text, source):
+        if block.kind != "prose":
+            continue
+        for a, b in prose_sentences(text, block):
+            sentence = text[a:b]
+            if why_not(sentence) is None:
+                out.append(Candidate(source, a, b, sentence, block.heading, _category(sentence)))
+    return out
+
+
+def kinds(text: str, source: str = "") -> dict[str, int]:
+    """Characters of ``text`` per block kind: how much of a document is prose."""
+    out: dict[str, int] = {}
+    for b in blocks(text, source):
+        out[b.kind] = out.get(b.kind, 0) + b.end - b.start
+    return out
+
+
+def in_example(text: str, source: str, start: int, end: int) -> str | None:
+    """The kind of block (``code``, ``transcript``, ``table``) a span lies mostly in, or None
+    when it lies in prose: a question about an example's output asks about the example."""
+    for b in blocks(text, source):
+        if b.kind in ("code", "transcript", "table") and min(end, b.end) - max(start, b.start) > (end - start) / 2:
+            return b.kind
+    return None

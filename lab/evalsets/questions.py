@@ -1,0 +1,389 @@
+"""``lab generate``'s extractive mode (the default): questions about the knowledge base's own
+fact-bearing sentences, each checked by rules that do not ask the model.
+
+1. **The sentences**, by rule (:mod:`lab.evalsets.extract`): prose only (code, console
+   transcripts, example output and option tables are left out in Markdown, reStructuredText and
+   HTML alike), sentences that stand alone and state a fact. Each is a row's golden span, exactly,
+   and its text (markup taken off) the row's reference answer; its category follows from what it
+   states.
+2. **The order**, by the coverage rule: the next document is the one with the fewest candidates
+   per character of prose so far (weighted fair queuing), and a document's sections are visited
+   in turn, so every document and section has its share of the candidates at any moment.
+3. **The question**: one short call (prompt ``generate-q-v1``: the sentence, its section's
+   title and its neighbours), the reply held to ``{"question": ...}`` by a grammar.
+4. **The checks**, cheapest first, each counted in the sidecar: a question addressed to a model
+   (``injection``), a size, a vague or file-naming question, one that copies its answer
+   (``quotes_answer``), one whose kind its answer does not have (``answer_type``:
+   :func:`answer_type`), one that does not find its own sentence (``round_trip``:
+   :class:`RoundTrip`), and near-duplicates of an accepted question.
+
+No model verdict is asked: the local model's yes/no did not separate good rows from bad
+(docs/own-documents.md); the round trip and the answer type are the checks, and a person's
+review (``lab serve``'s queue) the last word.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import time
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import numpy as np
+
+from lab.evalsets.excerpts import NEAR_DUPLICATE, derive_keywords, names_a_file, quotes_own_answer, size_problem, vague
+from lab.evalsets.extract import Candidate, blocks, candidates, prose_sentences
+from lab.evidence.text import content_words, fold
+from lab.metrics.injection import suspect_reasons
+from lab.models.llm import LabLLM, LLMCallError
+from lab.prompts import load_prompt
+from lab.progress import Ticker
+
+PROMPT = "generate-q-v1"
+#: The round trip: a question must place its own sentence among this many of the knowledge
+#: base's prose sentences, by words or by meaning (:class:`RoundTrip`).
+ROUND_TRIP_K = 10
+#: Characters of neighbouring text the model sees around its sentence.
+CONTEXT_CHARS = 400
+#: A keyword in more than this share of the documents is not one (it would be found anywhere).
+COMMON_SHARE = 0.3
+REASONS = ("malformed", "injection", "size", "vague", "names_file", "quotes_answer", "asks_elsewhere", "answer_type",
+           "round_trip", "near_duplicate")
+_SCHEMA = {"type": "object", "properties": {"question": {"type": "string", "maxLength": 200}},
+           "required": ["question"], "additionalProperties": False}
+#: What a question names: a capitalised word past its first, a term in code markup, an option, a
+#: name in capitals ("RESTIC_REPOSITORY").
+_TERM = re.compile(r"``([^`]+)``|`([^`]+)`|(?<![\w-])(--?[A-Za-z][\w-]*)|(?<!^)(?<![.?!]\s)\b([A-Z][\w.-]*[A-Za-z0-9])")
+
+
+def clean(sentence: str) -> str:
+    """A sentence as a reference answer: whitespace runs as one space, code and emphasis markup
+    and link targets taken off (``rst`` and Markdown alike)."""
+    text = re.sub(r"`([^`<]+?)\s*<[^>]+>`_{1,2}", r"\1", sentence)  # `text <url>`__
+    text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)  # [text](url)
+    text = re.sub(r"``([^`]+)``|`([^`]+)`", lambda m: m.group(1) or m.group(2), text)
+    text = re.sub(r"(\*\*|__|\*)(\S.*?\S|\S)\1", r"\2", text)
+    return " ".join(text.split())
+
+
+# ---------------------------------------------------------------------------------------------
+# The answer type: what a question's wording asks for, against what its sentence holds
+
+_ASKS = [
+    ("a date or period", re.compile(r"^\s*(?:in )?what (?:year|date|month|day)\b|^\s*since when\b", re.I),
+     re.compile(r"\b(?:1[89]|20)\d\d\b|\b(?:January|February|March|April|May|June|July|August|September|October|"
+                r"November|December)\b")),
+    ("a time or a condition", re.compile(r"^\s*when\b", re.I),
+     re.compile(r"\d|\b(?:if|when|whenever|after|before|once|until|while|during|every|each|on|at|unless|as soon as)\b",
+                re.I)),
+    ("a number", re.compile(r"\bhow (?:many|much|long|often|large|big|small|old)\b|\bwhat (?:is the )?(?:number|amount|"
+                            r"percentage|size)\b", re.I),
+     re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|"
+                r"hundred|thousand|million|billion|once|twice|single|double|half|all|no|none|every|unlimited)\b", re.I)),
+    ("an option or command", re.compile(r"\b(?:which|what) (?:flag|option|switch|parameter|argument|command|"
+                                         r"subcommand|environment variable|variable)s?\b", re.I),
+     re.compile(r"``[^`]+``|`[^`]+`|(?<![\w-])--?[A-Za-z][\w-]*|\b[A-Z][A-Z0-9_]{2,}\b|\b[a-z]+ [a-z]+\b")),
+    ("a name", re.compile(r"^\s*who\b", re.I), re.compile(r"(?<!^)\b[A-Z][\w.-]*[A-Za-z0-9]")),
+]
+
+
+def asks_elsewhere(question: str, sentence: str, heading: str, title: str) -> str | None:
+    """The first thing the question names (a name, a code term, an option) that neither its
+    sentence nor the sentence's section title or document name holds: the model took it from the
+    nearby text, so the sentence does not answer the question (None: every name is there)."""
+    held = fold(f"{sentence} {heading} {title}", "case")
+    for m in _TERM.finditer(question):
+        term = next(g for g in m.groups() if g)
+        if fold(term.strip("`"), "case") not in held:
+            return term
+    return None
+
+
+def answer_type(question: str, sentence: str) -> str | None:
+    """Why the sentence cannot answer what the question's wording asks for (None: it can): a
+    "when" question needs a time or a condition, "what year" a date, "how many" a number,
+    "which option" an option or command, "who" a name."""
+    for kind, asks, holds in _ASKS:
+        if asks.search(question):
+            return None if holds.search(sentence) else f"the question asks for {kind}; its answer holds none"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# The round trip
+
+
+@dataclass
+class RoundTrip:
+    """Every prose sentence of the knowledge base, to rank against a question: by words (the
+    question's content words, each weighted by its inverse document frequency over the
+    sentences) and by meaning (the packaged bi-encoder's cosine). A question passes when its own
+    sentence (or the same text elsewhere) ranks within :data:`ROUND_TRIP_K` by either.
+
+    Why both, and why sentences: a check by one retriever would keep the questions that retriever
+    finds and so favour the configs built like it (BM25 over words, or dense over meaning). Taking
+    the better of the two rejects only a question that neither family can link to its answer (a
+    question about something else, or one too vague to have an answer), and sentences are a unit
+    no config indexes. The sidecar counts the questions each ranker alone let through."""
+
+    texts: list[str]
+    embed: Callable[[list[str]], np.ndarray]
+    k: int = ROUND_TRIP_K
+    _words: list[set[str]] = field(init=False)
+    _idf: dict[str, float] = field(init=False)
+    _vectors: np.ndarray | None = field(init=False, default=None)
+    _same: dict[str, list[int]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._words = [content_words(t) for t in self.texts]
+        df = Counter(w for ws in self._words for w in ws)
+        n = len(self.texts)
+        self._idf = {w: math.log((n + 1) / (c + 0.5)) for w, c in df.items()}
+        self._same = {}
+        for i, t in enumerate(self.texts):
+            self._same.setdefault(fold(t), []).append(i)
+
+    def vectors(self) -> np.ndarray:
+        if self._vectors is None:
+            self._vectors = np.asarray(self.embed(self.texts))
+        return self._vectors
+
+    def ranks(self, question: str, sentence: str, qvec: np.ndarray) -> tuple[int | None, int | None]:
+        """The rank of ``sentence`` (its best copy) among the sentences for ``question``: by words
+        (None when it shares no content word) and by meaning."""
+        mine = self._same.get(fold(sentence), [])
+        if not mine:
+            return None, None
+        q = content_words(question)
+        lex = np.array([sum(self._idf.get(w, 0.0) for w in q & ws) for ws in self._words])
+        best = max(lex[i] for i in mine)
+        by_words = int((lex > best).sum()) + 1 if best > 0 else None
+        sims = self.vectors() @ qvec
+        by_meaning = int((sims > max(sims[i] for i in mine)).sum()) + 1
+        return by_words, by_meaning
+
+
+# ---------------------------------------------------------------------------------------------
+# The order of the candidates
+
+
+def coverage_order(docs: dict[str, str], seed: int) -> Iterator[Candidate]:
+    """The candidates of every document in the coverage rule's order (the module's docstring):
+    documents by weighted fair queuing on their prose characters, sections in turn within one, the
+    sentences of a section in a seeded order."""
+    queues: dict[str, list[list[Candidate]]] = {}
+    prose: dict[str, int] = {}
+    for source in sorted(docs):
+        found = candidates(source, docs[source])
+        if not found:
+            continue
+        sections: dict[str, list[Candidate]] = {}
+        for c in found:
+            sections.setdefault(c.heading, []).append(c)
+        for items in sections.values():
+            items.sort(key=lambda c: hashlib.sha256(f"{seed}\x00{c.source}\x00{c.start}".encode()).hexdigest())
+        queues[source] = list(sections.values())
+        prose[source] = sum(b.end - b.start for b in blocks(docs[source], source) if b.kind == "prose")
+    served: Counter = Counter()
+    turn: Counter = Counter()
+    while queues:
+        source = min(queues, key=lambda s: ((served[s] + 0.5) / max(1, prose[s]), s))
+        sections = queues[source]
+        k = turn[source] % len(sections)
+        yield sections[k].pop(0)
+        served[source] += 1
+        if not sections[k]:
+            sections.pop(k)
+        else:
+            turn[source] += 1
+        if not sections:
+            del queues[source]
+
+
+def _context(text: str, c: Candidate) -> str:
+    """The text around a candidate, for the model's context: up to :data:`CONTEXT_CHARS`
+    characters before and after, cut at sentence ends where it can."""
+    before = text[max(0, c.start - CONTEXT_CHARS):c.start]
+    after = text[c.end:c.end + CONTEXT_CHARS]
+    cut = max(before.rfind(". "), before.rfind("\n\n"))
+    before = before[cut + 2:] if cut >= 0 else before
+    stop = max(after.rfind(". "), after.rfind("\n\n"))
+    after = after[:stop + 1] if stop > 0 else after
+    return " ".join(f"{before} [...] {after}".split())
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop
+
+
+class _Halt:
+    """Whether Ctrl-C stopped the block (see :func:`interruptible`)."""
+
+    def __init__(self) -> None:
+        self.hit = False
+
+    def __bool__(self) -> bool:
+        return self.hit
+
+
+@contextmanager
+def interruptible() -> Iterator[_Halt]:
+    """Ctrl-C inside the block ends the block quietly: the flag it yields turns true, and the
+    caller keeps, writes and reports what it had (``lab generate``'s rows)."""
+    halt = _Halt()
+    try:
+        yield halt
+    except KeyboardInterrupt:
+        halt.hit = True
+
+
+@dataclass
+class Extracted:
+    rows: list[dict]
+    stats: dict
+
+
+def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], np.ndarray], n: int, seed: int,
+               max_candidates: int | None = None, show_progress: bool = False,
+               on_row: Callable[[dict], None] | None = None, deadline: float | None = None,
+               round_trip_k: int = ROUND_TRIP_K) -> Extracted:
+    """Up to ``n`` rows (see the module's docstring). ``on_row`` is called with each row as it is
+    accepted (``lab generate`` writes it at once); the loop stops at ``deadline`` (a
+    ``time.monotonic()`` value) or on Ctrl-C, keeping what it accepted (``stats["stopped"]``)."""
+    t0 = time.perf_counter()
+    prompt = load_prompt(PROMPT)
+    order = sorted(docs)
+    folded = [fold(docs[s]) for s in order]
+    pool_texts = [docs[s][a:b] for s in order for blk in blocks(docs[s], s) if blk.kind == "prose"
+                  for a, b in prose_sentences(docs[s], blk)]
+    trip = RoundTrip(pool_texts, embed, round_trip_k)
+
+    def common(term: str) -> bool:
+        return sum(term in t for t in folded) > max(2, COMMON_SHARE * len(folded))
+
+    budget = max_candidates or 3 * n
+    rows: list[dict] = []
+    vectors: list[np.ndarray] = []
+    rejected: dict[str, list[dict]] = {r: [] for r in REASONS}
+    tried = 0
+    only = Counter()  # questions each ranker alone let through the round trip
+    stopped = None
+    head = prompt.head("title")
+    with Ticker("generate", n, show_progress, unit="questions") as ticker, interruptible() as halt:
+        for c in coverage_order(docs, seed):
+            if len(rows) >= n or tried >= budget:
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                stopped = "time limit"
+                break
+            tried += 1
+            reason, detail, question = _one(llm, prompt, head, docs, c, seed)
+            sentence = clean(c.text)
+            qvec = None
+            if reason is None:
+                qvec = np.asarray(embed([question]))[0]
+                by_words, by_meaning = trip.ranks(question, c.text, qvec)
+                fine = [x is not None and x <= trip.k for x in (by_words, by_meaning)]
+                if not any(fine):
+                    reason, detail = "round_trip", (f"its sentence ranks {by_words or 'nowhere'} by words and "
+                                                    f"{by_meaning} by meaning among {len(pool_texts)} sentences")
+                elif not all(fine):
+                    only["words" if fine[0] else "meaning"] += 1
+            if reason is None and vectors:
+                sims = [float(qvec @ v) for v in vectors]
+                if max(sims) >= NEAR_DUPLICATE:
+                    reason, detail = "near_duplicate", f"cosine {max(sims):.3f} to an accepted question"
+            if reason is not None:
+                rejected[reason].append({"category": c.category, "sources": [c.source], "detail": detail,
+                                         "question": question, "answer": sentence})
+                ticker.note(tally(tried, rejected))
+                continue
+            vectors.append(qvec)
+            row = {"id": f"g{len(rows) + 1:04d}", "question": question, "reference_answer": sentence,
+                   "category": c.category,
+                   "references": [{"source": c.source, "content": c.text, "start_index": c.start,
+                                   "end_index": c.end}]}
+            keywords = derive_keywords(sentence, [c.text], question, common=common)
+            if keywords:
+                row["keywords"] = keywords
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
+            ticker.note(tally(tried, rejected))
+            ticker.update()
+    stopped = "interrupted" if halt else stopped
+    seconds = time.perf_counter() - t0
+    per_doc = Counter(r["references"][0]["source"] for r in rows)
+    sections = {(r["references"][0]["source"], _heading(docs, r)) for r in rows}
+    stats = {
+        "mode": "extractive", "n_requested": n, "n_accepted": len(rows), "seed": seed, "candidates": tried,
+        "candidate_sentences": sum(len(candidates(s, docs[s])) for s in order),
+        "acceptance_rate": round(len(rows) / max(1, tried), 4),
+        "rejected": {r: {"n": len(v), "examples": v[:3]} for r, v in rejected.items()},
+        "round_trip": {"k": trip.k, "sentences": len(pool_texts), "passed_by_words_only": only["words"],
+                       "passed_by_meaning_only": only["meaning"]},
+        "by_category": dict(Counter(r["category"] for r in rows)),
+        "by_document": {s: per_doc.get(s, 0) for s in order},
+        "documents_without_questions": [s for s in order if not per_doc.get(s)],
+        "sections_with_questions": len(sections),
+        "prompts": {PROMPT: prompt.sha256},
+        "coverage_rule": "weighted fair queuing on documents' prose characters, sections in turn",
+        "seconds": round(seconds, 1),
+        "seconds_per_accepted": round(seconds / len(rows), 2) if rows else None,
+        "usage": {"generation": llm.usage.as_dict(), "check": None},
+        "stopped": stopped,
+        "complete": stopped is None,
+    }
+    return Extracted(rows, stats)
+
+
+def _heading(docs: dict[str, str], row: dict) -> str:
+    ref = row["references"][0]
+    for b in blocks(docs[ref["source"]], ref["source"]):
+        if b.start <= ref["start_index"] < b.end:
+            return b.heading
+    return ""
+
+
+def _one(llm: LabLLM, prompt, head: int, docs: dict[str, str], c: Candidate, seed: int
+         ) -> tuple[str | None, str, str | None]:
+    """(reason rejected or None, detail, the question) for one candidate."""
+    sentence = clean(c.text)
+    title = re.sub(r"(\.rst)?\.(txt|md|markdown|html?|rst)$", "", c.source.rsplit("/", 1)[-1])
+    messages = prompt.messages(title=title, heading=c.heading or title, context=_context(docs[c.source], c),
+                               sentence=sentence)
+    try:
+        out = llm.chat(messages, prompt.version, schema=_SCHEMA, temperature=0.0, seed=seed, max_tokens=70, head=head)
+        question = " ".join(str(json.loads(out.text)["question"]).split())
+    except (LLMCallError, ValueError, KeyError, TypeError) as exc:
+        return "malformed", f"{type(exc).__name__}: {str(exc)[:160]}", None
+    if "?" in question:  # a small model goes on asking: its first question is the one asked for
+        question = question[:question.index("?") + 1]
+    if suspect := suspect_reasons(question=question, reference=sentence):
+        return "injection", "; ".join(suspect), question
+    if not question.endswith("?"):
+        return "malformed", "not a question", question
+    if (why := size_problem(question, sentence)) is not None:
+        return "size", why, question
+    if vague(question):
+        return "vague", "the question leans on a document it does not name", question
+    if (name := names_a_file(question, [c.source])) is not None:
+        return "names_file", f"the question names a file or path: {name}", question
+    if quotes_own_answer(question, [sentence]):
+        return "quotes_answer", "the question repeats 8+ words of its answer", question
+    if (term := asks_elsewhere(question, sentence, c.heading, title)) is not None:
+        return "asks_elsewhere", f"the question names {term!r}, which its answer does not", question
+    if (why := answer_type(question, c.text)) is not None:
+        return "answer_type", why, question
+    return None, "", question
+
+
+def tally(tried: int, rejected: dict[str, list]) -> str:
+    """The progress note: candidates tried so far and rejections by reason."""
+    rej = ", ".join(f"{r} {len(v)}" for r, v in rejected.items() if v)
+    return f"{tried} candidates tried, rejected: {rej or 'none'}"

@@ -1,0 +1,172 @@
+"""The extractive mode's choice of sentences, by rule, on hand-made Markdown, reStructuredText and
+HTML text: code, console transcripts, example output and option tables are never candidates;
+sentences that stand alone and state a fact are, with their exact offsets and section."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lab.evalsets.extract import blocks, candidates, in_example, why_not
+from lab.evalsets.questions import RoundTrip, answer_type, clean, coverage_order
+
+RST = """\
+#####################
+Restoring from backup
+#####################
+
+Restoring from a snapshot
+=========================
+
+Restoring a snapshot is as easy as it sounds, just use the following
+command:
+
+.. code-block:: console
+
+    $ restic -r /srv/restic-repo restore 79766175 --target /tmp/restore-work
+    restoring <Snapshot of [/home/user/work] at 2015-05-08 21:40:19 +0200 CEST>
+
+Use the word ``latest`` to restore the last backup. It is the newest
+snapshot of the repository.
+
+Literal blocks follow a double colon::
+
+    created new cache in /home/user/.cache/restic
+    Files:        5307 new,     0 changed
+
+.. note:: The ``--target`` directory must be empty before a restore begins.
+
+--target DIR     directory to extract data to
+--include PAT    include a pattern, can be given 3 times
+
+=====  =======
+Flag   Default
+=====  =======
+-v     off
+=====  =======
+
+Mounting repositories via FUSE is only possible on Linux, macOS and FreeBSD.
+"""
+
+MD = """\
+# Install
+
+The installer writes its log to `/var/log/kiln.log` by default.
+
+```console
+$ kiln install --all
+Installed 12 packages in 2019-04-01 10:00:00
+```
+
+    kiln --version
+    kiln 2.4.1
+
+| Option | Default |
+|---|---|
+| retries | 5 |
+
+Retries stop after 5 attempts, spaced 30 seconds apart.
+
+$ kiln status
+Running since 2021-03-04
+"""
+
+HTML_TEXT = """\
+Backups
+
+The daily backup starts at 02:00 and keeps 14 copies.
+
+<pre>
+$ kiln backup --now
+Backup 2024-01-02 finished in 42 s
+</pre>
+"""
+
+
+def _sentences(source: str, text: str) -> list[str]:
+    return [" ".join(c.text.split()) for c in candidates(source, text)]
+
+
+def test_rst_code_transcripts_literal_blocks_and_option_tables_are_no_candidates():
+    got = _sentences("050_restore.rst.txt", RST)
+    assert got == [
+        "Use the word ``latest`` to restore the last backup.",
+        "The ``--target`` directory must be empty before a restore begins.",  # the admonition's body is prose
+        "Mounting repositories via FUSE is only possible on Linux, macOS and FreeBSD.",
+    ]
+    kinds = [b.kind for b in blocks(RST, "050_restore.rst.txt")]
+    assert kinds.count("transcript") == 1 and kinds.count("code") == 1 and kinds.count("table") >= 2
+    # offsets are the document's own text; the section is the nearest title above
+    c = candidates("050_restore.rst.txt", RST)[0]
+    assert RST[c.start:c.end] == "Use the word ``latest`` to restore the last backup." and c.heading == \
+        "Restoring from a snapshot"
+    at = RST.index("restoring <Snapshot")
+    assert in_example(RST, "050_restore.rst.txt", at, at + 30) == "transcript"
+    at = RST.index("Files:")
+    assert in_example(RST, "050_restore.rst.txt", at, at + 20) == "code"
+    assert in_example(RST, "050_restore.rst.txt", c.start, c.end) is None
+
+
+def test_markdown_fences_indented_code_tables_and_prompts_are_no_candidates():
+    got = _sentences("docs/install.md", MD)
+    assert got == ["The installer writes its log to `/var/log/kiln.log` by default.",
+                   "Retries stop after 5 attempts, spaced 30 seconds apart."]
+    cats = [c.category for c in candidates("docs/install.md", MD)]
+    assert cats == ["direct_fact", "temporal"]  # "30 seconds": a period
+
+
+def test_html_pre_blocks_are_examples():
+    got = _sentences("site/backup.html", HTML_TEXT)
+    assert got == ["The daily backup starts at 02:00 and keeps 14 copies."]
+    assert [c.category for c in candidates("site/backup.html", HTML_TEXT)] == ["temporal"]  # "at 02:00"
+
+
+def test_a_sentence_that_does_not_stand_alone_is_no_candidate():
+    assert why_not("It is the newest snapshot of the repository.") == "points elsewhere"
+    assert why_not("Use the following command to restore the latest snapshot:") == "not a statement"
+    assert why_not("Backups are good.") == "short"
+    assert why_not("The repository keeps every snapshot you make here.") == "no fact"
+    assert why_not("The repository keeps every snapshot for 30 days.") is None
+
+
+def test_hard_wrapped_lines_make_one_sentence():
+    text = "Intro\n=====\n\nThe cache lives in ``~/.cache/restic`` unless\nthe ``--cache-dir`` option says otherwise.\n"
+    (c,) = candidates("cache.rst", text)
+    assert text[c.start:c.end].endswith("says otherwise.") and c.start == text.index("The cache")
+
+
+def test_the_reference_answer_drops_markup():
+    assert clean("Use ``--exclude`` and `FUSE for macOS <https://osxfuse.github.io/>`__ with **care**.") == \
+        "Use --exclude and FUSE for macOS with care."
+
+
+def test_answer_type_by_the_questions_wording():
+    assert answer_type("How many copies does the backup keep?", "The backup keeps 14 copies.") is None
+    assert answer_type("How many copies does the backup keep?", "The backup keeps some copies.") == \
+        "the question asks for a number; its answer holds none"
+    assert answer_type("In what year was the format changed?", "The format changed in 2019.") is None
+    assert answer_type("Which option sets the target?", "The ``--target`` option sets it.") is None
+    assert answer_type("When does a prune run?", "A prune runs after every forget.") is None
+    assert answer_type("What does prune do?", "Anything.") is None  # no kind asked
+
+
+def test_the_round_trip_takes_the_better_of_words_and_meaning():
+    texts = ["The cache lives in the home folder.", "Backups run at night.", "Snapshots are kept for 14 days.",
+             "The cache lives in the home folder."]
+    vecs = np.eye(4)  # each sentence its own direction; the question points at the third
+    trip = RoundTrip(texts, lambda t: vecs[: len(t)], k=1)
+    # by words: "cache" and "home" are shared with sentences 1 and 4 (the same text: one answer)
+    by_words, by_meaning = trip.ranks("Where does the cache live in the home folder?", texts[0], vecs[2])
+    assert by_words == 1 and by_meaning == 2  # one sentence (the third) is nearer by meaning
+    by_words, by_meaning = trip.ranks("How long are snapshots kept?", texts[2], vecs[2])
+    assert by_words == 1 and by_meaning == 1
+    by_words, _ = trip.ranks("What colour is the sky?", texts[1], vecs[2])
+    assert by_words is None  # no content word in common
+
+
+def test_coverage_visits_every_document_and_section_before_repeating():
+    docs = {"a.md": "# One\n\nThe kiln fires at 1,300 degrees.\n\nThe kiln weighs 80 kilos when empty.\n\n# Two\n\n"
+                    "The Ember kiln costs 8,400 euros.\n",
+            "b.md": "# Three\n\nThe Ghent workshop opened in 2014.\n"}
+    order = [(c.source, c.heading) for c in coverage_order(docs, seed=0)]
+    assert len(order) == 4
+    assert set(order[:3]) == {("a.md", "One"), ("a.md", "Two"), ("b.md", "Three")}  # one of each first

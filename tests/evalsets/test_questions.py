@@ -1,0 +1,121 @@
+"""The extractive mode's loop with a scripted model (plumbing): each rule's rejection counted, rows
+on exact spans written as they are accepted, a deadline and Ctrl-C keeping what was accepted;
+and the CLI's incremental file, its unfinished sidecar and the resume without --force, with the
+packaged SmolLM2 (plumbing only)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+
+from lab.config import LLMConfig
+from lab.evalsets.questions import extractive
+from lab.models.backends import Completion
+from lab.models.llm import LabLLM
+from lab.models.resolve import LLMPlan
+from runs import ROOT, lab
+
+DOCS = {
+    "guide/backup.md": "# Backups\n\nThe daily backup starts at 02:00 and keeps 14 copies.\n\n"
+                       "```console\n$ kiln backup --now\nBackup 2024-01-02 finished in 42 s\n```\n\n"
+                       "Backups older than 30 days are deleted by the `prune` command.\n",
+    "guide/restore.md": "# Restore\n\nThe `--target` option names the folder a restore writes to.\n",
+}
+
+
+class Scripted:
+    """Replies in order; ``stop_at``: the call (1-based) that raises KeyboardInterrupt (Ctrl-C)."""
+
+    def __init__(self, outs, stop_at=None):
+        self.outs, self.n, self.stop_at = outs, 0, stop_at
+
+    def chat(self, messages, schema, temperature, seed, max_tokens=None, head=None):
+        self.n += 1
+        if self.stop_at == self.n:
+            raise KeyboardInterrupt
+        return Completion(json.dumps({"question": self.outs[min(self.n, len(self.outs)) - 1]}), 100, 12, 0.1, "stop")
+
+
+def _llm(outs, stop_at=None):
+    return LabLLM(LLMPlan(LLMConfig(), "questions", "m.gguf", "m:1"), None, Scripted(outs, stop_at))
+
+
+def embed(texts):
+    """Words as directions: a question and its sentence share them, so the round trip by meaning
+    behaves as a bag-of-words one here."""
+    vocab = ["backup", "copies", "prune", "deleted", "target", "restore", "folder", "daily", "starts"]
+    # an unrelated question means what the restore sentence means: its own sentence ranks second
+    texts = ["target restore folder" if "sky" in t else t for t in texts]
+    out = np.array([[float(w in t.lower()) for w in vocab] + [0.1] for t in texts])
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def test_rules_reject_and_rows_stand_on_their_sentences():
+    written = []
+    llm = _llm([
+        "How many copies does the daily backup keep? And when does it start?",  # cut at its first "?"
+        "Which folder does a Restic restore use?",  # names Restic: its sentence does not
+        "What does the prune command do to backups older than 30 days?",
+        "What does the --target option name?",
+    ])
+    out = extractive(DOCS, llm, embed, n=3, seed=0, on_row=written.append, round_trip_k=1)
+    s = out.stats
+    # three candidate sentences, in the coverage rule's order: backup.md, restore.md, backup.md
+    assert (s["n_accepted"], s["candidates"], s["complete"], s["stopped"]) == (2, 3, True, None)
+    assert {k: v["n"] for k, v in s["rejected"].items() if v["n"]} == {"asks_elsewhere": 1}
+    assert [r["question"] for r in out.rows] == ["How many copies does the daily backup keep?",
+                                                 "What does the prune command do to backups older than 30 days?"]
+    assert written == out.rows  # each row handed over as it was accepted
+    for row in out.rows:
+        (ref,) = row["references"]
+        assert DOCS[ref["source"]][ref["start_index"]:ref["end_index"]] == ref["content"]
+    assert out.rows[0]["reference_answer"] == "The daily backup starts at 02:00 and keeps 14 copies."
+    assert out.rows[1]["reference_answer"] == "Backups older than 30 days are deleted by the prune command."
+    # the transcript's timestamps and counts are never asked about
+    assert all("2024" not in r["reference_answer"] and "42 s" not in r["reference_answer"] for r in out.rows)
+    assert [r["id"] for r in out.rows] == ["g0001", "g0002"]
+    assert s["by_category"] == {"temporal": 2}  # "at 02:00", "30 days"
+    assert s["documents_without_questions"] == ["guide/restore.md"] and s["usage"]["check"] is None
+
+
+def test_a_question_of_the_wrong_kind_and_one_that_finds_nothing_are_counted():
+    llm = _llm(["How many times does the daily backup start?",  # "how many": the sentence has 14, so it passes
+                "Who wrote the target option?",  # who: no name in its sentence
+                "What is the colour of the sky?"])  # finds nothing: round trip
+    out = extractive(DOCS, llm, embed, n=3, seed=0, max_candidates=3, round_trip_k=1)
+    rej = {k: v["n"] for k, v in out.stats["rejected"].items() if v["n"]}
+    assert rej == {"answer_type": 1, "round_trip": 1} and out.stats["n_accepted"] == 1
+
+
+def test_a_deadline_and_ctrl_c_keep_what_was_accepted():
+    out = extractive(DOCS, _llm(["How many copies does the daily backup keep?"]), embed, n=3, seed=0,
+                     deadline=time.monotonic() - 1)
+    assert out.rows == [] and out.stats["stopped"] == "time limit" and out.stats["complete"] is False
+    written = []
+    llm = _llm(["How many copies does the daily backup keep?", "Which backups does the prune command delete?"],
+               stop_at=3)
+    out = extractive(DOCS, llm, embed, n=3, seed=0, on_row=written.append)
+    assert out.stats["stopped"] == "interrupted" and out.stats["complete"] is False
+    assert len(out.rows) == 2 and written == out.rows
+
+
+def test_the_cli_writes_as_it_goes_marks_an_unfinished_set_and_resumes_it(tmp_path):
+    """SmolLM2 (plumbing only): a set stopped by --max-minutes keeps its rows and says it is
+    unfinished; the same command continues it without --force; a finished one needs --force."""
+    kb = ROOT / "tests" / "fixtures" / "kb"
+    out = tmp_path / "sets" / "kb.jsonl"
+    args = ["generate", "--kb", str(kb), "--out", str(out), "--n", "2", "--max-candidates", "4", "--llm",
+            "smollm2-135m-instruct", "--no-progress", "--experiments", str(ROOT / "experiments")]
+    proc = lab(tmp_path, *args, "--max-minutes", "0.0001")  # stops before its first candidate
+    sidecar = json.loads(out.with_suffix(".gen.json").read_text())
+    assert sidecar["complete"] is False and sidecar["stopped"] == "time limit" and sidecar["mode"] == "extractive"
+    assert proc.returncode == 1 and not out.exists()  # nothing accepted: no eval set
+    proc = lab(tmp_path, *args)  # unfinished: continued without --force
+    sidecar = json.loads(out.with_suffix(".gen.json").read_text())
+    assert sidecar["complete"] is True and sidecar["candidates"] <= 4
+    if sidecar["n_accepted"]:
+        assert proc.returncode == 0 and len(out.read_text().splitlines()) == sidecar["n_accepted"]
+        proc = lab(tmp_path, *args)
+        assert proc.returncode == 2 and "already exists" in proc.stderr  # finished: only --force replaces it
