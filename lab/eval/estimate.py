@@ -2,9 +2,13 @@
 on this machine.
 
 Every finished run records, per LLM role and model (and, for the judge, its method and prompt),
-how many calls a question took and how many seconds a computed call took, in
+how many calls a unit of its work took and how many seconds a computed call took, in
 ``$LAB_CACHE/throughput.json`` (:func:`record`). The next run of that role and model is estimated
-from it (:func:`estimate`): questions x calls per question x seconds per call. Before anything was
+from it (:func:`estimate`): units x calls per unit x seconds per call. Every call a run makes is
+counted (:func:`units`): a role's unit is a question, except the judge's, a text it grades (each
+answer, repeats included; with calibration, the reference and a mismatched reference of every
+question; each perturbation of the checked questions), and the paraphraser's, a checked question
+(the generator rewording its reference for the paraphrase check). Before anything was
 measured here, a local llama.cpp model is estimated from the figures measured on a 2-core machine
 (:data:`PRIOR`, docs/judge.md: 17.3 s an answer, 12.0 s a question judged in three calls); a
 remote model is counted in calls only. Cached calls cost nothing, so a repeated run is faster than
@@ -20,6 +24,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from lab.config import ExperimentConfig
+from lab.judge.checks import DEFAULT_CHECKS
+from lab.judge.perturb import KINDS
 from lab.judge.rubric import JudgePlan
 from lab.models.resolve import LLMPlan
 from lab.paths import write_atomic
@@ -34,8 +40,10 @@ THROUGHPUT_FILE = "throughput.json"
 #: documentation, its support checks included (docs/own-documents.md; 77 s before excerpts were
 #: held); ``questions`` the extractive mode's (the default), a question to a sentence chosen by
 #: rule, no check call (restic's manual, docs/own-documents.md).
+#: ``judge``: a graded text (three calls for the rubric methods); ``paraphrase``: a checked
+#: question (1.8 calls with its retries: 9 for 5 questions of turn13, 6.2 s each, measured here).
 PRIOR = {"generation": (17.3, 1.0), "judge": (4.0, 3.0), "query": (2.0, 1.0), "testset": (17.4, 3.0),
-         "questions": (5.0, 1.6)}
+         "questions": (5.0, 1.6), "paraphrase": (6.2, 1.8)}
 #: Fewer computed calls than this do not replace an earlier measurement.
 MIN_CALLS = 3
 
@@ -51,9 +59,10 @@ class RoleCost:
     source: str  # "measured here", "2-core prior", "no measurement (remote)"
 
 
-def role_key(plan: LLMPlan, judge: JudgePlan | None = None) -> str:
-    """The throughput file's key of a role: role, backend and model; the judge's method and prompt."""
-    key = f"{plan.role}|{plan.cfg.backend}|{plan.cfg.model}"
+def role_key(plan: LLMPlan, judge: JudgePlan | None = None, role: str | None = None) -> str:
+    """The throughput file's key of a role: role (``role``, else the plan's), backend and model; the
+    judge's method and prompt."""
+    key = f"{role or plan.role}|{plan.cfg.backend}|{plan.cfg.model}"
     if judge is not None:
         key += f"|{judge.cfg.method or 'rubric'}|{judge.cfg.prompt}"
     return key
@@ -68,6 +77,25 @@ def _load(cache_root: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+def _checks(cfg: ExperimentConfig) -> int:
+    return 0 if cfg.judge is None else DEFAULT_CHECKS if cfg.judge.checks is None else cfg.judge.checks
+
+
+def units(role: str, cfg: ExperimentConfig, n_questions: int) -> float:
+    """The units of ``role``'s work in a run of ``cfg`` over ``n_questions`` (the module's
+    docstring): what its calls per unit multiply."""
+    if role == "generation" and cfg.generation is not None:
+        return n_questions * (cfg.generation.repeats or 1)
+    if role == "judge" and cfg.judge is not None:
+        per_answer = (cfg.generation.repeats or 1) if cfg.generation is not None else 1
+        graded = n_questions * per_answer * (cfg.judge.repeats or 1)
+        calibration = 2 * n_questions if cfg.judge.calibration else 0
+        return graded + calibration + min(_checks(cfg), n_questions) * len(KINDS)
+    if role == "paraphrase":
+        return min(_checks(cfg), n_questions) if cfg.generation is not None else 0
+    return n_questions
+
+
 def _roles(cfg: ExperimentConfig, generation: LLMPlan | None, query: LLMPlan | None,
            judge: JudgePlan | None) -> list[tuple[str, LLMPlan, JudgePlan | None]]:
     out = []
@@ -77,15 +105,20 @@ def _roles(cfg: ExperimentConfig, generation: LLMPlan | None, query: LLMPlan | N
         out.append(("generation", generation, None))
     if judge is not None:
         out.append(("judge", judge.llm, judge))
+        if generation is not None and cfg.generation is not None and _checks(cfg):
+            out.append(("paraphrase", generation, None))  # the generator rewords the checked references
     return out
 
 
-def role_cost(role: str, plan: LLMPlan, n_items: int, cache_root: Path, judge: JudgePlan | None = None,
+def role_cost(role: str, plan: LLMPlan, n_items: float, cache_root: Path, judge: JudgePlan | None = None,
               known: dict | None = None) -> RoleCost:
-    """One role's calls and seconds for ``n_items`` questions (see the module docstring)."""
-    rec = (known if known is not None else _load(cache_root)).get(role_key(plan, judge))
-    if isinstance(rec, dict) and rec.get("s_per_call") is not None:
-        s_call, per_q, source = float(rec["s_per_call"]), float(rec["calls_per_question"]), "measured here"
+    """One role's calls and seconds for ``n_items`` units of its work (see the module docstring)."""
+    rec = (known if known is not None else _load(cache_root)).get(role_key(plan, judge, role))
+    per_unit = rec.get("calls_per_unit", rec.get("calls_per_question")) if isinstance(rec, dict) else None
+    if role == "judge" and isinstance(rec, dict) and "calls_per_unit" not in rec:
+        per_unit = None  # measured per question, checks and calibration inside: not a judged text's
+    if isinstance(rec, dict) and rec.get("s_per_call") is not None and per_unit is not None:
+        s_call, per_q, source = float(rec["s_per_call"]), float(per_unit), "measured here"
     elif plan.cfg.backend == "llama_cpp" and role in PRIOR:
         (s_call, per_q), source = PRIOR[role], "2-core prior"
     else:
@@ -98,7 +131,7 @@ def estimate(cfg: ExperimentConfig, n_questions: int, generation: LLMPlan | None
              judge: JudgePlan | None, cache_root: Path) -> list[RoleCost]:
     """Each LLM role of a run of ``n_questions``: calls and seconds (see the module docstring)."""
     known = _load(cache_root)
-    return [role_cost(role, plan, n_questions, cache_root, jp, known)
+    return [role_cost(role, plan, units(role, cfg, n_questions), cache_root, jp, known)
             for role, plan, jp in _roles(cfg, generation, query, judge)]
 
 
@@ -119,10 +152,12 @@ def describe(costs: Iterable[RoleCost], n_questions: int, what: str = "questions
     return lines
 
 
-def record(cache_root: Path, usage: dict[str, dict], n_questions: int, plans: dict[str, tuple[LLMPlan, Any]]) -> None:
+def record(cache_root: Path, usage: dict[str, dict], n_questions: int, plans: dict[str, tuple[LLMPlan, Any]],
+           cfg: ExperimentConfig | None = None) -> None:
     """Store what this run measured: per role in ``plans`` (role -> (plan, judge plan or None)),
-    seconds per computed call and calls per question, from its ``llm_usage`` counters. Roles with
-    fewer than :data:`MIN_CALLS` computed calls keep their earlier figures."""
+    seconds per computed call and calls per unit of its work (:func:`units` of ``cfg``; a question
+    without it), from its ``llm_usage`` counters. Roles with fewer than :data:`MIN_CALLS` computed
+    calls keep their earlier figures."""
     if n_questions < 1:
         return
     known = _load(cache_root)
@@ -131,8 +166,11 @@ def record(cache_root: Path, usage: dict[str, dict], n_questions: int, plans: di
         u = usage.get(role)
         if not u or u.get("calls", 0) < MIN_CALLS or not u.get("seconds"):
             continue
-        known[role_key(plan, jp)] = {"s_per_call": round(u["seconds"] / u["calls"], 3),
-                                    "calls_per_question": round((u["calls"] + u.get("cached", 0)) / n_questions, 3)}
+        n_units = units(role, cfg, n_questions) if cfg is not None else n_questions
+        if n_units <= 0:
+            continue
+        known[role_key(plan, jp, role)] = {"s_per_call": round(u["seconds"] / u["calls"], 3),
+                                          "calls_per_unit": round((u["calls"] + u.get("cached", 0)) / n_units, 3)}
         changed = True
     if changed:
         try:

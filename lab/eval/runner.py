@@ -148,7 +148,8 @@ def evaluate(cfg: ExperimentConfig, opts: RunOptions, *, quiet: bool = False) ->
     usage = _usage(pipe, judge_llm, getattr(paraphraser, "lab_llm", None) if judge is not None else None)
     record(opts.cache_root, usage, len(questions.rows), {role: (plan, jp) for role, plan, jp in (
         ("generation", plans.generation, None), ("query", plans.query, None),
-        ("judge", judge.llm if judge else None, judge)) if plan is not None})
+        ("judge", judge.llm if judge else None, judge), ("paraphrase", plans.generation if judge else None, None))
+        if plan is not None}, cfg)
     timer["total_s"] = time.perf_counter() - t_start
     models = _models(cfg, plans, judge, pipe)
     for role, summary in tuned.items():  # only runs of tuned models: other runs' results keep their keys

@@ -27,6 +27,8 @@ from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, heading
                                    size_problem)
 from lab.evalsets.twins import find_twins
 from lab.evidence.states import words_not_in_spans
+from lab.evalsets.extract import in_example
+from lab.evalsets.questions import answer_type
 from lab.metrics.aggregate import SMALL_CATEGORY
 from lab.evidence.text import fold
 from lab.stats.power import RHO  # the assumed correlation of two pipelines' per-question values
@@ -258,13 +260,22 @@ def _power(samples: Sequence[dict] | None, ids: set[str | None]) -> dict | None:
     }
 
 
-def _doubt(row: EvalRow) -> str | None:
-    """Why the generator would have rejected ``row`` today (:mod:`lab.evalsets.generate`'s rule
-    checks): a question naming a file or path, a span under 6 words, an answer its category
-    contradicts (a two-document answer using one span among them), a figure no span holds, an
-    answer with under half of its own words in its spans."""
+def _doubt(row: EvalRow, documents: dict[str, str]) -> str | None:
+    """Why the generator would have rejected ``row`` today (the rule checks of
+    :mod:`lab.evalsets.generate` and :mod:`lab.evalsets.questions`): a span in a code block, a
+    console transcript or a table (the example's output, not a fact of the documents), a question
+    of a kind its span does not hold ("how many" without a number), a question naming a file or
+    path, a span under 6 words, an answer its category contradicts (a two-document answer using one
+    span among them), a figure no span holds, an answer with under half of its own words in its
+    spans."""
     refs = row.references or []
     spans = [r.content for r in refs if r.content]
+    for ref in refs:
+        text = documents.get(ref.source)
+        if text is not None and (kind := in_example(text, ref.source, ref.start_index, ref.end_index)) is not None:
+            return f"its span lies in a {kind} in {ref.source}: an example's output, not a fact of the documents"
+    if spans and (why := answer_type(row.question, " ".join(spans))) is not None:
+        return why
     if (name := names_a_file(row.question, [r.source for r in refs])) is not None:
         return f"the question names a file or path: {name}"
     if (why := short_span(spans, row.reference_answer)) is not None:
@@ -294,9 +305,9 @@ def _problems(f: dict) -> list[str]:
         (len(small), f"categories under {c['small_category']} questions: {{}} ({', '.join(small)})"),
         (sup.get("n_failed", 0), "support checks that failed (no verdict): {}"),
         (f["size"]["n_rows"], "trivial or over-long rows (the generator's size filter): {}"),
-        (f.get("checks", {}).get("n_rows", 0), "rows the generator's checks doubt (a file named, a short span, "
-                                               "a category the answer contradicts, an answer its spans do not "
-                                               "hold): {}"),
+        (f.get("checks", {}).get("n_rows", 0), "rows the generator's rules doubt (a span in an example, a question "
+                                               "its span cannot answer, a file named, a short span, a category "
+                                               "the answer contradicts, an answer its spans do not hold): {}"),
         (k["n_without"], "rows without keywords (keyword metrics n/a): {}"),
     ]
     return [what.replace("{}", str(n), 1) for n, what in said if n]  # not format: names may hold braces
@@ -322,12 +333,32 @@ def audit_eval_set(rows: Sequence[EvalRow], documents: dict[str, str], *, source
         "keywords": _keywords(rows, docs, common_share),
         "support": _support(rows, support),
         "size": _listed(rows=[_item(r, why) for r in rows if (why := size_problem(r.question, r.reference_answer))]),
-        "checks": _listed(rows=[_item(r, why) for r in rows if (why := _doubt(r))]),
+        "checks": _listed(rows=[_item(r, why) for r in rows if (why := _doubt(r, documents))]),
         "power": _power(run_samples, {r.id for r in rows}),
     }
     f["summary"] = {
         "n_rows": len(rows), "n_categories": len(f["coverage"]["categories"]), "n_documents": len(documents),
         "n_spans": f["spans"]["n_spans"], "problems": _problems(f),
         "ok": not (f["spans"]["n_errors"] or f["duplicates"]["n_exact"] or f["keywords"]["n_nowhere"]),
+        "checked_by": _checked_by(f, len(rows)),
     }
     return f
+
+
+def _checked_by(f: dict, n_rows: int) -> dict:
+    """What was checked, and by what: rules (always), the model (``--check``), a person (no row of
+    a set is read by one yet: the review queue's record is not part of the file). What none of
+    them saw is said with it: rules and a small model cannot see a reference answer that is
+    wrong, or a question its span does not answer."""
+    sup = f["support"]
+    return {
+        "rules": ["span offsets against the documents", "exact and near duplicates", "keywords in the documents",
+                  "coverage of documents and categories", "the generator's rules (examples, answer types, files, "
+                  "short spans, categories, figures and words held by the spans)"],
+        "rule_doubts": f["checks"]["n_rows"],
+        "model": {"n_checked": sup["n_checked"], "n_supported": sup["n_supported"]} if sup.get("checked") else None,
+        "person": {"n_read": 0, "n_rows": n_rows},
+        "unseen": "a reference answer that is wrong, or a question its span does not answer, passes every rule; "
+                  "a small model's verdict does not tell them apart (docs/own-documents.md): read the rows the "
+                  "rules doubt, then a sample",
+    }

@@ -17,6 +17,10 @@ SHOWN = 3
 
 #: Every finding that lists rows, worst first: (anchor, where in the findings, title, why it matters).
 SECTIONS: tuple[tuple[str, tuple[str, str], str, str], ...] = (
+    ("checks", ("checks", "rows"), "Rows the rules doubt",
+     "A span in an example's output (a code block, a console transcript, a table), a question its span cannot "
+     "answer (\"how many\" without a number), a question naming a file or path, spans too short to hold the "
+     "answer, or an answer its category contradicts: lab generate rejects such rows. Read these first."),
     ("spans", ("spans", "errors"), "Golden spans that do not match their document",
      "The span metrics score a retrieval that finds the right text as a miss. Where the content was found, "
      "the fix gives the offsets to store."),
@@ -38,9 +42,6 @@ SECTIONS: tuple[tuple[str, tuple[str, str], str, str], ...] = (
      "No verdict: counted neither as supported nor as unsupported."),
     ("size", ("size", "rows"), "Trivial or over-long rows",
      "The generator's size filter: a yes/no answer or a very short question says little."),
-    ("checks", ("checks", "rows"), "Rows the generator's checks doubt",
-     "A question naming a file or path, spans too short to hold the answer, or an answer its category "
-     "contradicts (a numerical answer without a number): lab generate rejects such rows."),
     ("without", ("keywords", "without"), "Rows without keywords",
      "The keyword metrics are n/a for them (said so in results, never 0); the span metrics, MRR and nDCG (spans) "
      "among them, still score them."),
@@ -89,6 +90,7 @@ def audit_lines(findings: dict, *, more: str = "the HTML page") -> list[str]:
     s, cov, power = findings["summary"], findings["coverage"], findings.get("power")
     out = [f"audit of {findings['source']}: {s['n_rows']} rows, {s['n_categories']} categories, {s['n_documents']} "
            f"documents, {s['n_spans']} golden spans: {'ok' if s['ok'] else 'NOT OK'}"]
+    out += checked_lines(s.get("checked_by"))
     out += ["problems, worst first:"] + [f"  - {p}" for p in s["problems"]] if s["problems"] else ["no problems found"]
     for _, where, title, _ in SECTIONS:
         rows = _rows(findings, where)
@@ -130,6 +132,18 @@ def audit_lines(findings: dict, *, more: str = "the HTML page") -> list[str]:
     return out
 
 
+def checked_lines(by: dict | None) -> list[str]:
+    """What was checked and by what, and what none of it can see (older findings: nothing)."""
+    if not by:
+        return []
+    model = by["model"]
+    return [f"checked by rules: {'; '.join(by['rules'])} ({by['rule_doubts']} rows doubted)",
+            "checked by the model: " + (f"{model['n_supported']} of {model['n_checked']} reference answers supported "
+                                        "by their spans" if model else "not asked (lab audit --check)"),
+            f"read by a person: {by['person']['n_read']} of {by['person']['n_rows']} rows",
+            f"not seen by any of these: {by['unseen']}"]
+
+
 def folder_chart(folders: list[dict]) -> dict:
     """Horizontal bars of questions per folder (inline SVG), untouched documents noted."""
     top = max([f["n_questions"] for f in folders] + [1])
@@ -156,7 +170,7 @@ def audit_view(findings: dict) -> dict:
         "sections": sections,
         "categories": [{**c, "power": mde.get(c["name"])} for c in findings["coverage"]["categories"]],
         "chart": folder_chart(findings["coverage"]["folders"]),
-        "not_run": _not_run(findings),
+        "not_run": _not_run(findings), "checked": checked_lines(findings["summary"].get("checked_by")),
         "page_rows": PAGE_ROWS,
     }
 

@@ -131,7 +131,12 @@ def test_the_run_measured_this_machine_and_said_the_cost_before_its_first_call(j
     u = results["llm_usage"]["generation"]
     stored = json.loads((project / "cache" / "throughput.json").read_text())
     assert stored["generation|llama_cpp|smollm2-135m-instruct"] == {
-        "s_per_call": round(u["seconds"] / u["calls"], 3), "calls_per_question": 1.0}
+        "s_per_call": round(u["seconds"] / u["calls"], 3), "calls_per_unit": 1.0}
+    # the judge's unit is a text it grades: each answer, its calibration pair, the checks' perturbations
+    j = results["llm_usage"]["judge"]
+    key = next(k for k in stored if k.startswith("judge|"))
+    graded = results["sample"]["n_questions"] * 3 + results["judge_checks"]["n"] * 6
+    assert stored[key]["calls_per_unit"] == round((j["calls"] + j["cached"]) / graded, 3)
     # the first run estimated from the prior; the second from what the first measured
     assert "generation smollm2-135m-instruct: ~6 calls, about 1 min 44 s (2-core prior)" in first.stderr
     assert "generation smollm2-135m-instruct: ~6 calls" in second.stderr and "(measured here)" in second.stderr

@@ -19,31 +19,44 @@ def plans(project):
 
 
 def test_before_any_measurement_a_local_model_is_estimated_from_the_2_core_prior(project, tmp_path):
+    """Every call is counted: 20 answers; the judge grades 20 answers, 40 calibration texts
+    (calibration on) and 6 perturbations of each of the 20 checked questions (checks: 20), 180
+    texts of 3 calls; the generator paraphrases the 20 checked references (1.8 calls each)."""
     cfg, gen, judge = plans(project)
     costs = estimate(cfg, 20, gen, None, judge, tmp_path)
     assert [(c.role, c.calls, c.source) for c in costs] == [("generation", 20, "2-core prior"),
-                                                              ("judge", 60, "2-core prior")]
-    assert costs[0].seconds == 20 * 17.3 and costs[1].seconds == 60 * 4.0  # 346 s + 240 s
+                                                              ("judge", 540, "2-core prior"),
+                                                              ("paraphrase", 36, "2-core prior")]
+    assert [c.seconds for c in costs] == [20 * 17.3, 540 * 4.0, 36 * 6.2]  # 346 s, 2,160 s, 223.2 s
     lines = describe(costs, 20)
     assert lines[0] == "20 questions; LLM calls (a call already cached takes no time):"
     assert lines[1] == "  generation smollm2-135m-instruct: ~20 calls, about 5 min 46 s (2-core prior)"
-    assert lines[2] == "  judge      smollm2-135m-instruct: ~60 calls, about 4 min 00 s (2-core prior)"
-    assert lines[3].startswith("  estimated total: about 9 min 46 s (from the 2-core prior")
+    assert lines[2] == "  judge      smollm2-135m-instruct: ~540 calls, about 36 min 00 s (2-core prior)"
+    assert lines[3] == "  paraphrase smollm2-135m-instruct: ~36 calls, about 3 min 43 s (2-core prior)"
+    assert lines[4].startswith("  estimated total: about 45 min 29 s (from the 2-core prior")
+    quiet = cfg.model_copy(update={"judge": cfg.judge.model_copy(update={"calibration": False, "checks": 0})})
+    assert [(c.role, c.calls) for c in estimate(quiet, 20, gen, None, judge, tmp_path)] == [("generation", 20),
+                                                                                          ("judge", 60)]
 
 
 def test_a_finished_run_replaces_the_prior_with_what_it_measured(project, tmp_path):
     cfg, gen, judge = plans(project)
     usage = {"generation": {"calls": 8, "cached": 2, "seconds": 16.0},  # 2 s a call, 10 calls for 10 questions
-             "judge": {"calls": 24, "cached": 6, "seconds": 12.0}}     # 0.5 s a call, 3 calls a question
-    record(tmp_path, usage, 10, {"generation": (gen, None), "judge": (judge.llm, judge)})
+             "judge": {"calls": 24, "cached": 6, "seconds": 12.0}}     # 0.5 s a call, 30 calls for 90 graded texts
+    record(tmp_path, usage, 10, {"generation": (gen, None), "judge": (judge.llm, judge)}, cfg)
     stored = json.loads((tmp_path / THROUGHPUT_FILE).read_text())
-    assert stored[role_key(gen)] == {"s_per_call": 2.0, "calls_per_question": 1.0}
-    assert stored[role_key(judge.llm, judge)] == {"s_per_call": 0.5, "calls_per_question": 3.0}
+    assert stored[role_key(gen)] == {"s_per_call": 2.0, "calls_per_unit": 1.0}
+    assert stored[role_key(judge.llm, judge)] == {"s_per_call": 0.5, "calls_per_unit": 0.333}  # 10 + 20 + 10 x 6
     assert role_key(judge.llm, judge) == "judge|llama_cpp|smollm2-135m-instruct|rubric-expected|judge-v1"  # the default method
     costs = estimate(cfg, 50, gen, None, judge, tmp_path)
+    # 50 answers; 50 + 100 + 20 x 6 = 270 graded texts x 0.333 = 90 calls; the paraphraser not measured yet
     assert [(c.calls, c.seconds, c.source) for c in costs] == [(50, 100.0, "measured here"),
-                                                               (150, 75.0, "measured here")]
-    assert describe(costs, 50)[-1] == "  estimated total: about 2 min 55 s on this machine"
+                                                               (90, 45.0, "measured here"),
+                                                               (36, 36 * 6.2, "2-core prior")]
+    # an older file's judge figure was per question, checks inside: not used for a graded text
+    (tmp_path / THROUGHPUT_FILE).write_text(json.dumps({role_key(judge.llm, judge): {
+        "s_per_call": 0.5, "calls_per_question": 3.0}}))
+    assert estimate(cfg, 50, gen, None, judge, tmp_path)[1].source == "2-core prior"
 
 
 def test_a_few_calls_do_not_replace_a_measurement_and_a_damaged_file_is_measured_again(project, tmp_path):

@@ -356,9 +356,41 @@ def test_rows_the_generators_checks_doubt_are_listed(tmp_path):
         ("d2", "spans of 3 words in all, without '2'"),  # "The answer to d2." names 2; the span does not
         ("d3", "a numerical question whose answer holds no number"),
     ]
-    assert ("rows the generator's checks doubt (a file named, a short span, a category the answer contradicts, an "
-            "answer its spans do not hold): 3" in f["summary"]["problems"])
-    assert "Rows the generator's checks doubt: 3" in audit_lines(f)
+    assert ("rows the generator's rules doubt (a span in an example, a question its span cannot answer, a file named, "
+            "a short span, a category the answer contradicts, an answer its spans do not hold): 3"
+            in f["summary"]["problems"])
+    assert "Rows the rules doubt: 3" in audit_lines(f)
+
+
+def test_the_audit_says_what_checked_it_and_what_none_of_that_sees(tmp_path):
+    """Rows whose spans lie in a console transcript, or whose question asks for a kind of answer
+    its span does not hold, are doubted by rule and listed first; the headline names what
+    checked the set (rules, the model, a person) and what none of them can see."""
+    doc = ("Backups\n=======\n\nThe daily backup keeps 14 copies of every file.\n\n.. code-block:: console\n\n"
+           "    $ kiln backup --now\n    Backup finished at 2024-01-02 10:00 in 42 s\n")
+    at = doc.index("Backup finished")
+    rows = [_row("t1", "When did the backup finish?", "temporal", None,
+                 [("backup.rst", doc[at:at + 43], at, at + 43)]),
+            _row("t2", "How many copies does the daily backup keep?", "numerical", None,
+                 [("backup.rst", "The daily backup keeps 14 copies of every file.", 20, 67)]),
+            _row("t3", "How many files does the daily backup skip?", "numerical", None,
+                 [("backup.rst", "Backups", 0, 7)])]
+    rows[1]["reference_answer"] = "14 copies of every file."
+    path = tmp_path / "set.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    f = audit_eval_set(load_eval_set(path, None).rows, {"backup.rst": doc}, source="set.jsonl")
+    assert [(r["id"], r["detail"]) for r in f["checks"]["rows"]] == [
+        ("t1", "its span lies in a transcript in backup.rst: an example's output, not a fact of the documents"),
+        ("t3", "the question asks for a number; its answer holds none")]
+    lines = audit_lines(f)
+    assert lines[1].startswith("checked by rules: span offsets against the documents;") and \
+        lines[1].endswith("(2 rows doubted)")
+    assert lines[2:4] == ["checked by the model: not asked (lab audit --check)", "read by a person: 0 of 3 rows"]
+    assert lines[4].startswith("not seen by any of these: a reference answer that is wrong")
+    listed = [line for line in lines if not line.startswith(" ") and ": " in line and line.split(":")[0][0].isupper()]
+    assert listed[0] == "Rows the rules doubt: 2"  # the first rows listed
+    html = render_audit(f)
+    assert "no score will be wrong" not in html and "read by a person: 0 of 3 rows" in html
 
 
 def test_terminal_lines_mention_every_problem(findings):
