@@ -60,9 +60,12 @@ _POINTING = re.compile(r"^(?:it|this|that|these|those|they|them|he|she|then|but|
                        r"the former|the same|the patterns?|the above|the command|the output)\b", re.I)
 #: Words that send the reader elsewhere in the document: "(see table below)", "in this case".
 _ELSEWHERE = re.compile(r"\b(?:below|above|as follows|the following|this case|this example|the example|this command|"
-                        r"these commands|the previous|the next|the latter|the former)\b|\(see\b", re.I)
+                        r"these commands|the previous|the next|the latter|the former)\b|\(see\b|\bhere\.$", re.I)
 _CODE_TERM = re.compile(r"``[^`]+``|`[^`]+`|(?<![\w-])--?[A-Za-z][\w-]*")
 _FIGURE = re.compile(r"\d")
+#: A statement that something can be done or found, without what: "... is also configurable.",
+#: "... for your bucket here."
+_EMPTY_END = re.compile(r"\b(?:here|configurable|possible|available|supported|recommended|optional|allowed)\.$", re.I)
 #: A number standing alone ("14 copies", "1,300", "2.5"), not part of a name ("AES-256", "v2").
 _NUMBER = re.compile(r"(?<![\w.-])\d[\d,.]*(?![\w-])")
 _NAME = re.compile(r"(?<=\s)[A-Z][\w.-]*[A-Za-z0-9]")
@@ -282,7 +285,10 @@ def why_not(sentence: str) -> str | None:
         return "points elsewhere"
     if sum(c.isalpha() for c in flat) < 0.6 * len(flat.replace(" ", "")):
         return "not prose"
-    if not (_FIGURE.search(flat) or _CODE_TERM.search(flat) or _NAME.search(flat) or _RULE.search(flat)):
+    named = _FIGURE.search(flat) or _CODE_TERM.search(flat) or _NAME.search(flat)
+    if not (named or _RULE.search(flat)):
+        return "no fact"
+    if not named and _EMPTY_END.search(flat):  # "The port is also configurable.": no value to ask for
         return "no fact"
     return None
 

@@ -89,7 +89,19 @@ _ASKS = [
                                          r"subcommand|environment variable|variable)s?\b", re.I),
      re.compile(r"``[^`]+``|`[^`]+`|(?<![\w-])--?[A-Za-z][\w-]*|\b[A-Z][A-Z0-9_]{2,}\b|\b[a-z]+ [a-z]+\b")),
     ("a name", re.compile(r"^\s*who\b", re.I), re.compile(r"(?<!^)\b[A-Z][\w.-]*[A-Za-z0-9]")),
+    ("an address", re.compile(r"\bwhat (?:is|are) the (?:url|address|link|web ?site|endpoint)s?\b", re.I),
+     re.compile(r"://|\bwww\.|\b[\w-]+\.(?:com|org|net|io|dev)\b|``[^`]+``|`[^`]+`")),
+    ("a number", re.compile(r"\bwhat (?:is|are) the (?:[\w/-]+ )?(?:port|size|limit|count|version|number|percentage|"
+                            r"amount|maximum|minimum|timeout|duration)s?\b", re.I),
+     re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|twelve|hundred|thousand|unlimited|"
+                r"no limit)\b", re.I)),
+    ("a default", re.compile(r"\bwhat (?:is|are) the default\b", re.I), re.compile(r"\bdefault", re.I)),
+    ("a name", re.compile(r"\bwhat (?:is|are) the names? of\b", re.I),
+     re.compile(r"``[^`]+``|`[^`]+`|(?<!^)\b[A-Z][\w.-]*[A-Za-z0-9]|\b\w+[-_.]\w+\b")),
 ]
+#: A question about "the command" or "the option" that names none: it leans on the text it came from.
+_GENERIC = re.compile(r"\bthe (?:command|option|flag|user|file|tool|program|service|script|bucket|server|operation|"
+                      r"output|setting|repository|backend|result|feature|function|method|package|system)\b", re.I)
 
 
 def asks_elsewhere(question: str, sentence: str, heading: str, title: str) -> str | None:
@@ -374,6 +386,8 @@ def _one(llm: LabLLM, prompt, head: int, docs: dict[str, str], c: Candidate, see
         return "vague", "the question leans on a document it does not name", question
     if (name := names_a_file(question, [c.source])) is not None:
         return "names_file", f"the question names a file or path: {name}", question
+    if _GENERIC.search(question) and not _TERM.search(question):
+        return "vague", "the question names no command, option or thing: it leans on the text it came from", question
     if quotes_own_answer(question, [sentence]):
         return "quotes_answer", "the question repeats 8+ words of its answer", question
     if (term := asks_elsewhere(question, sentence, c.heading, title)) is not None:

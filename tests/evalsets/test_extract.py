@@ -124,7 +124,9 @@ def test_a_sentence_that_does_not_stand_alone_is_no_candidate():
     assert why_not("It is the newest snapshot of the repository.") == "points elsewhere"
     assert why_not("Use the following command to restore the latest snapshot:") == "not a statement"
     assert why_not("Backups are good.") == "short"
-    assert why_not("The repository keeps every snapshot you make here.") == "no fact"
+    assert why_not("The repository keeps every snapshot you make.") == "no fact"
+    assert why_not("Find the download link for your platform here.") == "points elsewhere"  # a link's text
+    assert why_not("The size of each pack file is also configurable.") == "no fact"  # which size, it does not say
     assert why_not("The repository keeps every snapshot for 30 days.") is None
 
 

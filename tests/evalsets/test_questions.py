@@ -89,6 +89,19 @@ def test_a_question_of_the_wrong_kind_and_one_that_finds_nothing_are_counted():
     assert rej == {"answer_type": 1, "round_trip": 1} and out.stats["n_accepted"] == 1
 
 
+def test_answer_types_of_what_questions_and_questions_that_name_nothing():
+    from lab.evalsets.questions import _GENERIC, _TERM, answer_type
+
+    assert answer_type("What is the TCP/IP port used by the REST server?", "The TCP/IP port is also configurable.") \
+        == "the question asks for a number; its answer holds none"
+    assert answer_type("What is the URL of the Wasabi service?", "Use ``https://s3.wasabisys.com`` as the URL.") is None
+    assert answer_type("What is the URL of the Wasabi service?", "Determine the Wasabi service URL.") == \
+        "the question asks for an address; its answer holds none"
+    assert answer_type("What is the name of the package for Nix?", "There is a package named ``restic``.") is None
+    q = "What does the command do?"
+    assert _GENERIC.search(q) and not _TERM.search(q)  # vague: it names no command
+
+
 def test_a_deadline_and_ctrl_c_keep_what_was_accepted():
     out = extractive(DOCS, _llm(["How many copies does the daily backup keep?"]), embed, n=3, seed=0,
                      deadline=time.monotonic() - 1)
