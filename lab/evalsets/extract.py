@@ -271,24 +271,37 @@ def _category(sentence: str) -> str:
     return "numerical" if _NUMBER.search(plain) else "direct_fact"
 
 
+def plain(sentence: str) -> str:
+    """A sentence without its markup, as a reader sees it: whitespace runs as one space, code and
+    emphasis markup and link targets taken off (reStructuredText and Markdown alike)."""
+    text = re.sub(r"`([^`<]+?)\s*<[^>]+>`_{1,2}", r"\1", sentence)  # `text <url>`__
+    text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)  # [text](url)
+    text = re.sub(r"``([^`]+)``|`([^`]+)`", lambda m: m.group(1) or m.group(2), text)
+    text = re.sub(r"(\*\*|__|\*)(\S.*?\S|\S)\1", r"\2", text)
+    text = re.sub(r"(?<=\w)_(?=[\s.,;:)]|$)", "", text)  # a reference's trailing underscore: "manpage_"
+    return " ".join(text.split())
+
+
 def why_not(sentence: str) -> str | None:
-    """Why ``sentence`` cannot be a question's answer by itself (None: it can)."""
+    """Why ``sentence`` cannot be a question's answer by itself (None: it can). Its markup counts
+    as a fact (a term in code markup is one); what it says is read without it (a link's text)."""
     flat = " ".join(sentence.split())
-    n = len(flat.split())
+    read = plain(sentence)
+    n = len(read.split())
     if n < MIN_WORDS:
         return "short"
     if n > MAX_WORDS:
         return "long"
-    if not flat.endswith("."):
+    if not read.endswith("."):
         return "not a statement"  # a question, an introduction ("... as follows:"), a fragment
-    if _POINTING.match(flat.lstrip("*_`\"'(")) or _ELSEWHERE.search(flat):
+    if _POINTING.match(read.lstrip("*_`\"'(")) or _ELSEWHERE.search(read):
         return "points elsewhere"
     if sum(c.isalpha() for c in flat) < 0.6 * len(flat.replace(" ", "")):
         return "not prose"
     named = _FIGURE.search(flat) or _CODE_TERM.search(flat) or _NAME.search(flat)
     if not (named or _RULE.search(flat)):
         return "no fact"
-    if not named and _EMPTY_END.search(flat):  # "The port is also configurable.": no value to ask for
+    if not named and _EMPTY_END.search(read):  # "The port is also configurable.": no value to ask for
         return "no fact"
     return None
 

@@ -37,7 +37,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from lab.evalsets.excerpts import NEAR_DUPLICATE, derive_keywords, names_a_file, quotes_own_answer, size_problem, vague
-from lab.evalsets.extract import Candidate, blocks, candidates, prose_sentences
+from lab.evalsets.extract import Candidate, blocks, candidates, plain, prose_sentences
 from lab.evidence.text import content_words, fold
 from lab.metrics.injection import suspect_reasons
 from lab.models.llm import LabLLM, LLMCallError
@@ -62,13 +62,8 @@ _TERM = re.compile(r"``([^`]+)``|`([^`]+)`|(?<![\w-])(--?[A-Za-z][\w-]*)|(?<!^)(
 
 
 def clean(sentence: str) -> str:
-    """A sentence as a reference answer: whitespace runs as one space, code and emphasis markup
-    and link targets taken off (``rst`` and Markdown alike)."""
-    text = re.sub(r"`([^`<]+?)\s*<[^>]+>`_{1,2}", r"\1", sentence)  # `text <url>`__
-    text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)  # [text](url)
-    text = re.sub(r"``([^`]+)``|`([^`]+)`", lambda m: m.group(1) or m.group(2), text)
-    text = re.sub(r"(\*\*|__|\*)(\S.*?\S|\S)\1", r"\2", text)
-    return " ".join(text.split())
+    """A sentence as a reference answer: :func:`lab.evalsets.extract.plain`."""
+    return plain(sentence)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -96,6 +91,11 @@ _ASKS = [
      re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|twelve|hundred|thousand|unlimited|"
                 r"no limit)\b", re.I)),
     ("a default", re.compile(r"\bwhat (?:is|are) the default\b", re.I), re.compile(r"\bdefault", re.I)),
+    ("a purpose", re.compile(r"\bwhat (?:is|are) the (?:purpose|use|role|function)s? of\b|\bwhat (?:is|are) .{0,60}\bused "
+                             r"for\b|^\s*why\b", re.I),
+     re.compile(r"\b(?:allows?|lets?|enables?|so that|in order to|used (?:to|for)|purpose|helps?|makes? it possible|"
+                r"is for|are for|because|since|to (?:avoid|prevent|ensure|make|keep|allow|speed|reduce|protect))\b",
+                re.I)),
     ("a name", re.compile(r"\bwhat (?:is|are) the names? of\b", re.I),
      re.compile(r"``[^`]+``|`[^`]+`|(?<!^)\b[A-Z][\w.-]*[A-Za-z0-9]|\b\w+[-_.]\w+\b")),
 ]
@@ -392,7 +392,7 @@ def _one(llm: LabLLM, prompt, head: int, docs: dict[str, str], c: Candidate, see
         return "quotes_answer", "the question repeats 8+ words of its answer", question
     if (term := asks_elsewhere(question, sentence, c.heading, title)) is not None:
         return "asks_elsewhere", f"the question names {term!r}, which its answer does not", question
-    if (why := answer_type(question, c.text)) is not None:
+    if (why := answer_type(question, sentence)) is not None:
         return "answer_type", why, question
     return None, "", question
 

@@ -98,6 +98,9 @@ def test_answer_types_of_what_questions_and_questions_that_name_nothing():
     assert answer_type("What is the URL of the Wasabi service?", "Determine the Wasabi service URL.") == \
         "the question asks for an address; its answer holds none"
     assert answer_type("What is the name of the package for Nix?", "There is a package named ``restic``.") is None
+    assert answer_type("What is the purpose of the copy command?", "The copy command does not re-chunk files.") == \
+        "the question asks for a purpose; its answer holds none"
+    assert answer_type("What is the cat command used for?", "The cat command allows you to display objects.") is None
     q = "What does the command do?"
     assert _GENERIC.search(q) and not _TERM.search(q)  # vague: it names no command
 
