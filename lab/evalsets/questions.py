@@ -94,7 +94,7 @@ _ASKS = [
     ("a purpose", re.compile(r"\bwhat (?:is|are) the (?:purpose|use|role|function)s? of\b|\bwhat (?:is|are) .{0,60}\bused "
                              r"for\b|^\s*why\b", re.I),
      re.compile(r"\b(?:allows?|lets?|enables?|so that|in order to|used (?:to|for)|purpose|helps?|makes? it possible|"
-                r"is for|are for|because|since|to (?:avoid|prevent|ensure|make|keep|allow|speed|reduce|protect))\b",
+                r"is for|are for|because|to (?:avoid|prevent|ensure|make|keep|allow|speed|reduce|protect))\b",
                 re.I)),
     ("a name", re.compile(r"\bwhat (?:is|are) the names? of\b", re.I),
      re.compile(r"``[^`]+``|`[^`]+`|(?<!^)\b[A-Z][\w.-]*[A-Za-z0-9]|\b\w+[-_.]\w+\b")),

@@ -101,6 +101,8 @@ def test_answer_types_of_what_questions_and_questions_that_name_nothing():
     assert answer_type("What is the purpose of the copy command?", "The copy command does not re-chunk files.") == \
         "the question asks for a purpose; its answer holds none"
     assert answer_type("What is the cat command used for?", "The cat command allows you to display objects.") is None
+    assert answer_type("What is the purpose of group permissions?", "Since version 0.14 a group can read it.") == \
+        "the question asks for a purpose; its answer holds none"  # "since" here is a time, not a reason
     q = "What does the command do?"
     assert _GENERIC.search(q) and not _TERM.search(q)  # vague: it names no command
 
