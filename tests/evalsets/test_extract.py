@@ -136,6 +136,13 @@ def test_hard_wrapped_lines_make_one_sentence():
     assert text[c.start:c.end].endswith("says otherwise.") and c.start == text.index("The cache")
 
 
+def test_a_sentence_ends_inside_emphasis_and_loses_its_markers():
+    text = "Debugging\n=========\n\n**Do not run the development server in production.** The debugger runs any Python code from a browser.\n"
+    first, second = candidates("debugging.rst", text)
+    assert clean(first.text) == "Do not run the development server in production."
+    assert second.text == "The debugger runs any Python code from a browser." and text[second.start:second.end] == second.text
+
+
 def test_the_reference_answer_drops_markup():
     assert clean("Use ``--exclude`` and `FUSE for macOS <https://osxfuse.github.io/>`__ with **care**.") == \
         "Use --exclude and FUSE for macOS with care."
