@@ -57,7 +57,8 @@ _POINTING = re.compile(r"^(?:it|this|that|these|those|they|them|he|she|then|but|
                        r"such|both|thus|hence|therefore|otherwise|instead|similarly|likewise|for example|for instance|"
                        r"in this case|in that case|as (?:mentioned|described|shown|seen|noted)|see|note:?|now|in addition|another|"
                        r"again|finally|first|second|next|last|lastly|alternatively|additionally|furthermore|moreover|the latter|"
-                       r"the former|the same|the patterns?|the above|the command|the output)\b", re.I)
+                       r"the former|the same|the patterns?|the above|the command|the output|because of (?:that|this)|on top of that)\b",
+                       re.I)
 #: Words that send the reader elsewhere in the document: "(see table below)", "in this case".
 _ELSEWHERE = re.compile(r"\b(?:below|above|as follows|the following|this case|this example|the example|this command|"
                         r"these commands|the previous|the next|the latter|the former)\b|\(see\b|\bhere\.$", re.I)
@@ -274,7 +275,8 @@ def _category(sentence: str) -> str:
 def plain(sentence: str) -> str:
     """A sentence without its markup, as a reader sees it: whitespace runs as one space, code and
     emphasis markup and link targets taken off (reStructuredText and Markdown alike)."""
-    text = re.sub(r"`([^`<]+?)\s*<[^>]+>`_{1,2}", r"\1", sentence)  # `text <url>`__
+    text = re.sub(r":[\w:.-]+:`~?([^`<]+?)(?:\s*<[^>]+>)?`", r"\1", sentence)  # :meth:`~flask.Flask.run`
+    text = re.sub(r"`([^`<]+?)\s*<[^>]+>`_{1,2}", r"\1", text)  # `text <url>`__
     text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)  # [text](url)
     text = re.sub(r"``([^`]+)``|`([^`]+)`", lambda m: m.group(1) or m.group(2), text)
     text = re.sub(r"(\*\*|__|\*)(\S.*?\S|\S)\1", r"\2", text)

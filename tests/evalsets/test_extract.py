@@ -144,6 +144,9 @@ def test_a_sentence_ends_inside_emphasis_and_loses_its_markers():
 
 
 def test_the_reference_answer_drops_markup():
+    assert clean("Register handlers with :meth:`~flask.Flask.errorhandler` or :func:`abort <flask.abort>`.") == \
+        "Register handlers with flask.Flask.errorhandler or abort."
+    assert why_not("Because of that Flask configures the Jinja2 template engine for you.") == "points elsewhere"
     assert clean("Use ``--exclude`` and `FUSE for macOS <https://osxfuse.github.io/>`__ with **care**.") == \
         "Use --exclude and FUSE for macOS with care."
 
