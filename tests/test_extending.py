@@ -116,7 +116,7 @@ METRIC_CODE = '''
 
 def hit_at_1(keywords: Sequence[str], texts: Sequence[str]) -> float:
     """Share of the keywords found in the first text (0.0 when nothing was retrieved)."""
-    return sum(1 for k in keywords if texts and _contains(texts[0], k)) / len(keywords)
+    return sum(1 for k in keywords if texts and holds(Passage(texts[0]), Evidence.keyword(k))) / len(keywords)
 '''
 
 JUDGE_METHOD_CODE = '''
