@@ -166,18 +166,11 @@ def blocks(text: str, source: str = "") -> list[Block]:
             add(i, i + 2, "heading")
             i += 2
             continue
-        if _FENCE.match(line):
-            fence = _FENCE.match(line).group(1)
-            k = i + 1
-            while k < len(lines) and not lines[k][2].strip().startswith(fence):
-                k += 1
-            k = min(k + 1, len(lines))
-            add(i, k, code_kind(i, k))
-            i = k
-            continue
-        if _PRE_OPEN.search(line):
-            k = i
-            while k < len(lines) and not _PRE_CLOSE.search(lines[k][2]):
+        fence = _FENCE.match(line)
+        if fence or _PRE_OPEN.search(line):  # up to its closing fence, or </pre> (on its own line or this one)
+            k = i + 1 if fence else i
+            while k < len(lines) and not (lines[k][2].strip().startswith(fence.group(1)) if fence
+                                          else _PRE_CLOSE.search(lines[k][2])):
                 k += 1
             k = min(k + 1, len(lines))
             add(i, k, code_kind(i, k))
