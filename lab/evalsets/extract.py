@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Iterator
+from typing import Iterator, Sequence
 
 #: Sentence length, in words, of a candidate.
 MIN_WORDS, MAX_WORDS = 6, 45
@@ -302,10 +302,11 @@ def why_not(sentence: str) -> str | None:
     return None
 
 
-def candidates(source: str, text: str) -> list[Candidate]:
-    """Every candidate sentence of a document, in document order (the module's docstring)."""
+def candidates(source: str, text: str, cut: Sequence[Block] | None = None) -> list[Candidate]:
+    """Every candidate sentence of a document, in document order (the module's docstring);
+    ``cut``: its :func:`blocks`, when the caller has them already."""
     out = []
-    for block in blocks(text, source):
+    for block in blocks(text, source) if cut is None else cut:
         if block.kind != "prose":
             continue
         for a, b in prose_sentences(text, block):

@@ -37,7 +37,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from lab.evalsets.excerpts import NEAR_DUPLICATE, derive_keywords, names_a_file, quotes_own_answer, size_problem, vague
-from lab.evalsets.extract import Candidate, blocks, candidates, plain, prose_sentences
+from lab.evalsets.extract import Block, Candidate, blocks, candidates, plain, prose_sentences
 from lab.evidence.text import content_words, fold
 from lab.metrics.injection import suspect_reasons
 from lab.models.llm import LabLLM, LLMCallError
@@ -184,23 +184,26 @@ class RoundTrip:
 # The order of the candidates
 
 
-def coverage_order(docs: dict[str, str], seed: int) -> Iterator[Candidate]:
+def coverage_order(docs: dict[str, str], seed: int, cut: dict[str, list[Block]] | None = None,
+                   found: dict[str, list[Candidate]] | None = None) -> Iterator[Candidate]:
     """The candidates of every document in the coverage rule's order (the module's docstring):
     documents by weighted fair queuing on their prose characters, sections in turn within one, the
-    sentences of a section in a seeded order."""
+    sentences of a section in a seeded order. ``cut`` and ``found``: each document's blocks and
+    candidates, when the caller has them already."""
+    cut = cut if cut is not None else {s: blocks(docs[s], s) for s in docs}
     queues: dict[str, list[list[Candidate]]] = {}
     prose: dict[str, int] = {}
     for source in sorted(docs):
-        found = candidates(source, docs[source])
-        if not found:
+        mine = found[source] if found is not None else candidates(source, docs[source], cut[source])
+        if not mine:
             continue
         sections: dict[str, list[Candidate]] = {}
-        for c in found:
+        for c in mine:
             sections.setdefault(c.heading, []).append(c)
         for items in sections.values():
             items.sort(key=lambda c: hashlib.sha256(f"{seed}\x00{c.source}\x00{c.start}".encode()).hexdigest())
         queues[source] = list(sections.values())
-        prose[source] = sum(b.end - b.start for b in blocks(docs[source], source) if b.kind == "prose")
+        prose[source] = sum(b.end - b.start for b in cut[source] if b.kind == "prose")
     served: Counter = Counter()
     turn: Counter = Counter()
     while queues:
@@ -271,7 +274,9 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
     prompt = load_prompt(PROMPT)
     order = sorted(docs)
     folded = [fold(docs[s]) for s in order]
-    pool_texts = [docs[s][a:b] for s in order for blk in blocks(docs[s], s) if blk.kind == "prose"
+    cut = {s: blocks(docs[s], s) for s in order}  # each document parsed once, for the pool and the candidates
+    found = {s: candidates(s, docs[s], cut[s]) for s in order}
+    pool_texts = [docs[s][a:b] for s in order for blk in cut[s] if blk.kind == "prose"
                   for a, b in prose_sentences(docs[s], blk)]
     trip = RoundTrip(pool_texts, embed, round_trip_k)
 
@@ -285,9 +290,10 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
     tried = 0
     only = Counter()  # questions each ranker alone let through the round trip
     stopped = None
+    sections: set[tuple[str, str]] = set()  # (document, section) of the accepted rows
     head = prompt.head("title")
     with Ticker("generate", n, show_progress, unit="questions") as ticker, interruptible() as halt:
-        for c in coverage_order(docs, seed):
+        for c in coverage_order(docs, seed, cut, found):
             if len(rows) >= n or tried >= budget:
                 break
             if deadline is not None and time.monotonic() >= deadline:
@@ -324,6 +330,7 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
             if keywords:
                 row["keywords"] = keywords
             rows.append(row)
+            sections.add((c.source, c.heading))
             if on_row is not None:
                 on_row(row)
             ticker.note(tally(tried, rejected))
@@ -331,10 +338,9 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
     stopped = "interrupted" if halt else stopped
     seconds = time.perf_counter() - t0
     per_doc = Counter(r["references"][0]["source"] for r in rows)
-    sections = {(r["references"][0]["source"], _heading(docs, r)) for r in rows}
     stats = {
         "mode": "extractive", "n_requested": n, "n_accepted": len(rows), "seed": seed, "candidates": tried,
-        "candidate_sentences": sum(len(candidates(s, docs[s])) for s in order),
+        "candidate_sentences": sum(len(v) for v in found.values()),
         "acceptance_rate": round(len(rows) / max(1, tried), 4),
         "rejected": {r: {"n": len(v), "examples": v[:3]} for r, v in rejected.items()},
         "round_trip": {"k": trip.k, "sentences": len(pool_texts), "passed_by_words_only": only["words"],
@@ -352,14 +358,6 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
         "complete": stopped is None,
     }
     return Extracted(rows, stats)
-
-
-def _heading(docs: dict[str, str], row: dict) -> str:
-    ref = row["references"][0]
-    for b in blocks(docs[ref["source"]], ref["source"]):
-        if b.start <= ref["start_index"] < b.end:
-            return b.heading
-    return ""
 
 
 def _one(llm: LabLLM, prompt, head: int, docs: dict[str, str], c: Candidate, seed: int
