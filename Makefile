@@ -29,7 +29,7 @@ uv_check = $(UV) pip check --python $(1) 2>&1 | grep -E '^The package' | grep -v
 	&& { echo "unmet requirements: pyproject.toml changed without \`make lock\`?"; exit 1; } || true
 LOCK := requirements.lock
 LOCK313 := requirements-py313.lock
-LOCK_EXTRAS := --extra dev --extra local-llm --extra flag --extra ragas --extra mlflow --extra ray
+LOCK_EXTRAS := --extra dev --extra local-llm --extra flag --extra ragas --extra mlflow --extra ray --extra examples
 TORCH_VERSION := 2.13.0
 # where this machine's pip finds the CPU torch file (`pip config list`: find-links); only `make lock` needs it
 TORCH_WHEELS ?= /opt/wheels
@@ -78,7 +78,7 @@ quote = '$(subst ','\'',$(1))'
 export HF_HUB_DISABLE_TELEMETRY := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: help venv lock browser experiment ask compare show test test-fast test-py313 report screenshots docs bench bench-generate bench-scale bench-serve list serve clean-venv
+.PHONY: help venv lock browser experiment ask compare show test test-fast test-py313 report screenshots docs bench bench-generate bench-scale bench-serve bench-target bench-scifact scifact list serve clean-venv
 
 help: ## show the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -193,6 +193,21 @@ bench-scale: $(STAMP) ## LanceDB ANN indexes at 10^5 and 10^6 rows: build, disk,
 
 bench-serve: $(STAMP) ## lab serve: the runs table over 1,000 runs, a comparison of two 2,000-question runs
 	$(PY) bench/serve.py
+
+bench-target: $(STAMP) ## a target's overhead: the lab around a callable and a local HTTP server against calling them directly [DELAY=0.1]
+	$(PY) bench/target.py $(if $(DELAY),--delay $(DELAY))
+
+bench-scifact: $(STAMP) ## SciFact's index build and dense and BM25 runs against sentence-transformers+numpy and LanceDB's own BM25
+	$(PY) bench/scifact.py
+
+# BEIR SciFact, imported outside the project (~/.cache/lab/beir/scifact), then its runs
+# (docs/public-benchmarks.md)
+SCIFACT := $(HOME)/.cache/lab/beir/scifact
+scifact: $(STAMP) ## BEIR SciFact beside its published figures: import it, run BM25, dense and the hybrids
+	@test -f $(SCIFACT)/test.jsonl || $(LAB) import beir ../shared/benchmarks/scifact --kb-out $(SCIFACT)/kb \
+		--out $(SCIFACT)/test.jsonl --category scifact
+	for n in bm25 dense hybrid hybrid-rrf; do $(LAB) run scifact-$$n --no-progress || exit 1; done
+	$(LAB) compare scifact-bm25 scifact-dense scifact-hybrid scifact-hybrid-rrf
 
 bench-generate: $(STAMP) ## eval-set generation: accepted questions per minute, acceptance, lab vs raw llama.cpp [N=10]
 	$(PY) bench/generate.py $(if $(N),--n $(N))

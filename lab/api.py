@@ -18,12 +18,19 @@ docs/python-api.md is a worked example; a test runs it.
 from __future__ import annotations
 
 import logging
+import os
+import re
+import sys
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Iterator
+
+from pydantic import ValidationError
 
 from lab import heap
-from lab.config import load_experiment, run_overrides
+from lab.config import ExperimentConfig, load_experiment, merge, run_overrides
 from lab.errors import ConfigError
 from lab.metrics import catalog
 from lab.paths import cache_root
@@ -38,6 +45,25 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PathLike = str | Path
+
+
+def _check_package() -> None:
+    """A folder named ``lab`` without ``__init__.py`` before the installed lab on ``sys.path``
+    (the clone's own folder, beside a script saved next to it: Python puts a script's folder first)
+    is imported as an empty namespace package, and the lab's modules then fail far from the
+    cause (``module 'lab' has no attribute '__version__'``): say so where it starts."""
+    package = sys.modules.get("lab")
+    if package is None or getattr(package, "__file__", None) is not None:
+        return
+    found = ", ".join(str(p) for p in getattr(package, "__path__", [])) or "a folder named lab"
+    raise ImportError(
+        f"'lab' is imported from {found}, a folder without __init__.py that Python takes for an empty namespace "
+        f"package, not from the lab at {Path(__file__).resolve().parent}: a folder named lab in the script's "
+        "folder (or the working folder) shadows the installed lab. Run the script from another folder, or move "
+        "it out of the folder that holds the clone")
+
+
+_check_package()
 
 
 @dataclass
@@ -109,27 +135,79 @@ def load(ref: PathLike, *, reports: PathLike = "reports") -> Run:
     return Run(chosen.folder.absolute(), results, samples, chosen.note)
 
 
-def run(name: str, *, experiments: PathLike = "experiments", reports: PathLike = "reports",
+def run(name: str | Any, *, experiments: PathLike = "experiments", reports: PathLike = "reports",
         cache: PathLike | None = None, kb: PathLike | None = None, eval_set: PathLike | None = None,
         limit: int | None = None, seed: int | None = None, retrieval_only: bool = False,
-        show_progress: bool = False) -> Run:
+        show_progress: bool = False, label: str | None = None, version: str | None = None,
+        refresh: bool = False) -> Run:
     """Run ``experiments/<name>.yaml`` as ``lab run`` does and return the run: ``kb`` and
     ``eval_set`` are your knowledge-base folder and eval set in place of the config's (``--kb``,
     ``--eval``), ``limit`` and ``seed`` a stratified sample of questions, ``retrieval_only`` skips
     answers and the judge. Paths are relative to the working folder, as on the command line; the
-    project root is the folder above ``experiments``."""
-    with heap.loading():
-        from lab.eval.runner import RunOptions, run_experiment  # heavy: torch, LanceDB, LlamaIndex
+    project root is the folder above ``experiments``.
 
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise ConfigError(f"limit={limit!r}: give a whole number of 1 or more, or None for every question")
-    experiments = Path(experiments)
-    cfg = load_experiment(name, experiments, run_overrides(kb, eval_set, limit, seed, answers=not retrieval_only))
-    folder = run_experiment(cfg, RunOptions(project_root=experiments.resolve().parent, reports_root=Path(reports),
-                                            cache_root=cache_root(None if cache is None else str(cache)),
-                                            show_progress=show_progress))
-    results, samples = load_run(folder)
-    return Run(folder.absolute(), results, samples)
+    ``name`` may also be your RAG system itself, evaluated as a ``python`` target
+    (docs/own-rag.md): a callable ``(question, history) -> {answer, contexts}``, a LlamaIndex query
+    engine or retriever, a LangChain runnable or retriever. Then ``kb`` and ``eval_set`` are
+    required, ``label`` names the run (default: the object's name), ``version`` is the target's
+    version (part of the cache key: a new version is asked again), ``refresh`` asks every
+    question again."""
+    with caller_state():  # the caller's environment and warning filters, as they were
+        with heap.loading():
+            from lab.eval.runner import RunOptions, run_experiment  # heavy: torch, LanceDB, LlamaIndex
+
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ConfigError(f"limit={limit!r}: give a whole number of 1 or more, or None for every question")
+        experiments = Path(experiments)
+        overrides = run_overrides(kb, eval_set, limit, seed, answers=not retrieval_only)
+        obj = None if isinstance(name, str) else name
+        cfg = (load_experiment(name, experiments, overrides) if obj is None
+               else _target_config(obj, label, version, kb, eval_set, overrides))
+        folder = run_experiment(cfg, RunOptions(project_root=experiments.resolve().parent, reports_root=Path(reports),
+                                                cache_root=cache_root(None if cache is None else str(cache)),
+                                                show_progress=show_progress, refresh=refresh, target_object=obj))
+        results, samples = load_run(folder)
+        return Run(folder.absolute(), results, samples)
+
+
+def _target_config(obj: Any, label: str | None, version: str | None, kb: PathLike | None,
+                   eval_set: PathLike | None, overrides: dict) -> ExperimentConfig:
+    """The config of a run of ``obj`` as a python target: recorded as ``module:qualname`` of the
+    object (or of its class), with the data and sample given."""
+    if kb is None or eval_set is None:
+        raise ConfigError("run(<your RAG system>) needs kb= (the documents it answers from) and eval_set= (the "
+                          "questions)", hint='e.g. api.run(my_rag, kb="knowledge-base", eval_set="eval_sets/company.jsonl")')
+    named = obj if callable(obj) and hasattr(obj, "__qualname__") else type(obj)
+    where = f"{named.__module__}:{re.sub(r'[^A-Za-z0-9_.]', '_', named.__qualname__)}"
+    label = label or re.sub(r"[^A-Za-z0-9_.-]", "-", named.__qualname__.split(".")[-1]).strip("-.") or "target"
+    raw = merge({"name": label, "data": {}, "target": {"python": where, "version": version}}, overrides)
+    try:
+        return ExperimentConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError("; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}" for e in exc.errors()),
+                          hint="label: letters, digits, '-', '_' and '.'") from None
+
+
+@contextmanager
+def caller_state() -> Iterator[None]:
+    """The caller's process as it was, after a run: the environment (a run sets ``HF_HUB_OFFLINE``
+    and ``TRANSFORMERS_OFFLINE`` once its models are found locally, which would refuse a
+    notebook's later downloads) and the warning filters (the libraries a run loads add theirs)."""
+    before = dict(os.environ)
+    with warnings.catch_warnings():
+        try:
+            yield
+        finally:
+            for key in set(os.environ) - set(before):
+                del os.environ[key]
+            for key, value in before.items():
+                if os.environ.get(key) != value:
+                    os.environ[key] = value
+            # huggingface_hub reads its offline switch once, when first imported (by the run's models)
+            hub = sys.modules.get("huggingface_hub.constants")
+            if hub is not None and isinstance(getattr(hub, "HF_HUB_OFFLINE", None), bool):
+                said = os.environ.get("HF_HUB_OFFLINE") or os.environ.get("TRANSFORMERS_OFFLINE") or ""
+                hub.HF_HUB_OFFLINE = said.upper() in {"1", "ON", "YES", "TRUE"}
 
 
 @dataclass

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
+import shutil
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -57,6 +59,16 @@ def project_path(project_root: Path, value: str) -> Path:
     """A config path: absolute as written, else relative to the project root."""
     p = Path(value).expanduser()
     return p if p.is_absolute() else (project_root / p)
+
+
+def reviewed_note(eval_set: Path) -> str | None:
+    """A line for a command given an eval set that has a reviewed copy beside it (the review queue
+    of ``lab serve`` writes ``<set>.reviewed.jsonl``): the copy is not used unless it is named."""
+    copy = eval_set.with_name(eval_set.stem + ".reviewed.jsonl")
+    if eval_set.name.endswith(".reviewed.jsonl") or not copy.is_file():
+        return None
+    return (f"note: {copy.name} beside {eval_set.name} holds this set as people reviewed it; read here: "
+            f"{eval_set.name} (a copy is read only where it is named: {copy})")
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.,:=@+\[\]-]")
@@ -208,3 +220,57 @@ def resolve_run(ref: str, reports_root: Path) -> Path:
         raise LabError(f"{ref!r} is neither a run folder nor an experiment with runs in {reports_root}",
                        hint="pass reports/<NAME>/<run-id>, or a NAME that `lab run NAME` has written")
     return path
+
+
+def remove_orphans(folder: Path, pattern: str = ".*.tmp-*") -> None:
+    """Remove what processes that are gone left in ``folder`` (killed, or a power cut: no cleanup
+    ran): the entries matching ``pattern`` whose name ends in ``-<pid>`` of no live process. A
+    live process's folder is left alone."""
+    try:
+        found = list(Path(folder).glob(pattern))
+    except OSError:
+        return
+    for debris in found:
+        pid = debris.name.rsplit("-", 1)[-1]
+        if not pid.isdigit() or _holder_alive(int(pid)):
+            continue
+        if debris.is_dir() and not debris.is_symlink():
+            shutil.rmtree(debris, ignore_errors=True)
+        else:
+            debris.unlink(missing_ok=True)
+
+
+def _holder_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return pid > 0
+
+
+#: What a full disk says, where it is not an OSError (safetensors' Rust error, torch's writer).
+_FULL = re.compile(r"No space left on device|StorageFull|Disk quota exceeded|errno 28\b|os error 28\b", re.I)
+
+
+#: torch's writer names no cause: a failed write, with little space left where it wrote, is a full disk.
+_FAILED_WRITE = re.compile(r"PytorchStreamWriter failed writing|file write failed|unexpected pos")
+_LITTLE_LEFT = 256 << 20
+
+
+def disk_full(exc: BaseException, folder: Path | None = None) -> bool:
+    """Whether ``exc``, or an exception it was raised from, says the disk is full (or the quota
+    used up), whichever library wrote (``folder``: where it wrote, for a writer that does not say)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) or _FULL.search(str(exc)):
+            return True
+        if folder is not None and _FAILED_WRITE.search(str(exc)):
+            try:
+                return shutil.disk_usage(folder).free < _LITTLE_LEFT
+            except OSError:
+                return False
+        exc = exc.__cause__ or exc.__context__
+    return False

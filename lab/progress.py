@@ -87,6 +87,7 @@ class Ticker:
         self._next = self._step
         self._logged = False
         self._note = ""
+        self._expect: float | None = None
         self._bar = None
         self._told = 0.0
         self._stop = threading.Event()
@@ -105,7 +106,9 @@ class Ticker:
         now = time.perf_counter()
         elapsed = now - self._t0
         share = self.done / self.total if self.total else 1.0
-        eta = f", ETA {duration(elapsed / self.done * (self.total - self.done))}" if self.done else ""
+        left = self._expect if self._expect is not None else \
+            elapsed / self.done * (self.total - self.done) if self.done else None
+        eta = f", ETA {duration(left)}" if left is not None else ""
         note = note or self._note
         log.info("%s %d/%d %s (%.0f%%), %s elapsed%s%s", self.desc, self.done, self.total, self.unit, 100 * share,
                  duration(elapsed), eta, f": {note}" if note else "")
@@ -129,6 +132,12 @@ class Ticker:
                 fn(self.desc, self.done, self.total, now - self._t0)
             except Exception:  # a status file that cannot be written never stops the work
                 log.debug("progress observer failed", exc_info=True)
+
+    def expect(self, seconds: float | None) -> None:
+        """The seconds left, as the caller knows them better than the share done (work whose first
+        items came from a cache); None: from the share done again."""
+        with self._lock:
+            self._expect = seconds
 
     def update(self, n: int = 1, note: str = "") -> None:
         """Count ``n`` more done; ``note`` (e.g. which item finished) ends the line it logs."""

@@ -122,6 +122,7 @@ class Sample(TypedDict, total=False):
     judge_checks: dict
     repeatability: dict
     ragas: dict
+    target: dict  # a target's run: {status, cached, seconds, error?, located?, context_flags?, usage?}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,7 +140,8 @@ class Results(TypedDict, total=False):
     questions ({metric: {n, why, ids}}); since the loss funnel, funnel ({stages, n, n_without_gold,
     overall: {n, lost: {stage: n}, kept}, by_category, derived, diagnostics?, judge_vs_evidence?},
     lab.metrics.funnel.summarise); since lab race, sequential on a race's runs ({race, stopped_at, of,
-    reason, seed, alpha, effect, metrics}: the first stopped_at questions of a seeded order of `of`)."""
+    reason, seed, alpha, effect, metrics}: the first stopped_at questions of a seeded order of `of`;
+    since the betting sequence also sequence, absent where it was eb)."""
 
     schema_version: int
     name: str
@@ -165,6 +167,7 @@ class Results(TypedDict, total=False):
     not_scored: dict
     funnel: dict
     sequential: dict
+    target: dict  # a target's run (docs/own-rag.md): {kind, where, version, identity, n, failed, ...}
     counters: dict[str, int]
     llm_usage: dict[str, dict]
     cost_usd: float | None

@@ -190,8 +190,8 @@ def follow_the_recipes(lab: Path) -> None:
     insert(stages, '        scores["context_chars"] = sum(len(t) for t in texts)\n',
            '        scores["hit_at_1"] = hit_at_1(row.keywords, texts)\n', after=True)
     # judge method: 2 files
-    replace(lab / "config" / "schema.py", 'JUDGE_METHODS = ("rubric", "rubric-expected", "per-dimension", "claims")',
-            'JUDGE_METHODS = ("rubric", "rubric-expected", "per-dimension", "claims", "length")')
+    replace(lab / "config" / "schema.py", 'JUDGE_METHODS = ("rubric", "rubric-expected", "per-dimension", "claims", "split")',
+            'JUDGE_METHODS = ("rubric", "rubric-expected", "per-dimension", "claims", "split", "length")')
     insert(lab / "judge" / "methods.py", "assert set(METHODS.names()) == set(JUDGE_METHODS)", JUDGE_METHOD_CODE.lstrip() + "\n\n")
     # importer: 1 file
     insert(lab / "evalsets" / "interop.py", "def import_set(", IMPORTER_CODE.lstrip() + "\n\n")

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from lab.config import EmbeddingConfig, ExperimentConfig, LLMConfig, LoaderConfig, load_experiment
 from lab.cli import options
 from lab.errors import ConfigError, DataError
-from lab.paths import cache_root, check_output, claim_output, resolve_run, write_atomic
+from lab.paths import cache_root, check_output, claim_output, resolve_run, reviewed_note, write_atomic
 from lab.evalsets.holdout import DEV_FRACTION, SEED
 from lab.evalsets.interop import IMPORTERS
 from lab.runfiles import load_run
@@ -54,7 +54,8 @@ def add_parsers(sub: Any, common: Any) -> None:
     gen.add_argument("--mix", help="abstractive: category shares, e.g. direct_fact=0.5,numerical=0.25,spanning=0.25 "
                                    "(default: close to InsureLLM's; extractive: each sentence's category follows "
                                    "from what it states)")
-    gen.add_argument("--max-candidates", type=options.count, help="stop after this many LLM candidates (default: 3 n)")
+    gen.add_argument("--max-candidates", type=options.count,
+                     help="stop after this many LLM candidates (default: 4 n extractive, 3 n abstractive)")
     gen.add_argument("--config", metavar="NAME", help="take loader, embedding model and LLM (generation.llm) "
                                                      "from experiments/NAME.yaml, e.g. for OpenAI or a server")
     gen.add_argument("--llm", metavar="MODEL", help="local GGUF model name or path (default: "
@@ -336,6 +337,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
     page = check_output(args.html or args.eval_set.with_suffix(".audit.html"), [args.eval_set, *([run] if run else [])],
                         args.kb, args.force or args.html is None, "--html")  # the default page is the verb's own
     eval_set = load_eval_set(args.eval_set.expanduser(), None)
+    if note := reviewed_note(eval_set.path):
+        print(note, file=sys.stderr)
+    sidecar = eval_set.path.with_suffix(".json")  # a reviewed copy's counts (the rows dropped)
+    reviewed = json.loads(sidecar.read_text(encoding="utf-8")) \
+        if eval_set.path.name.endswith(".reviewed.jsonl") and sidecar.is_file() else None
     samples = load_run(run)[1] if run else None
     loader, embedding, llm_cfg = _settings(args)
     corpus = _corpus(args.kb, loader)
@@ -352,7 +358,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     findings = audit_eval_set(eval_set.rows, {d.metadata["source"]: d.text for d in corpus.documents},
                               source=str(args.eval_set), embed=_embedder(embedding, _cache(args)), support=support,
-                              run_samples=samples)
+                              run_samples=samples, reviewed=reviewed)
     write_atomic(page, render_audit(findings))
     print("\n".join(audit_lines(findings, more=str(page))))
     print(f"page: {page}")

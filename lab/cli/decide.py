@@ -14,6 +14,7 @@ from lab.metrics import catalog
 from lab.paths import resolve_run
 from lab.runfiles import load_run
 from lab.stats.power import ALPHA, POWER, RHO, plan, plan_lines
+from lab.stats.sequences import DEFAULT_SEQUENCE, SEQUENCES
 
 
 def add_parsers(sub: Any, common: Any) -> None:
@@ -21,7 +22,8 @@ def add_parsers(sub: Any, common: Any) -> None:
         "power", help="how many questions a difference needs, and what a run's questions can detect",
         description="From a run's per-question values: per row (overall, then each category), the questions "
                     "there are now, the smallest mean difference they detect (80% power, two-sided alpha 0.05, "
-                    "paired t-test) and, with --delta, the questions needed to detect that difference. With "
+                    "paired t-test) and, with --delta, the questions needed to detect that difference (fixed-n, and "
+                    "the median questions to a decision under each lab race --sequence, simulated). With "
                     "two --run, the sd of the paired differences B - A observed over the questions both scored; "
                     "with one, the sd of a difference is assumed: sd(metric) x sqrt(2 x (1 - rho)), the "
                     "difference of two pipelines whose per-question values correlate at rho (--rho, default "
@@ -45,14 +47,16 @@ def add_parsers(sub: Any, common: Any) -> None:
         "race", help="compare two configs question by question, stopping as soon as the answer is clear",
         description="Both configs evaluate the same questions in one seeded random order; after each question "
                     "the paired differences B - A of each --metric update an anytime-valid confidence sequence "
-                    "(empirical-Bernstein, Waudby-Smith & Ramdas), valid however often it is looked at. The race "
+                    "(--sequence: by default the hedged-capital betting sequence of Waudby-Smith & Ramdas), valid "
+                    "however often it is looked at. A race whose metrics are all retrieval metrics answers and "
+                    "judges nothing. The race "
                     "stops when every metric's sequence excludes 0 (a difference), or lies within +-EFFECT "
                     "(--effect: futile, no difference that matters is left), or when the questions or --max run "
                     "out (then the fixed-n paired test decides, as lab compare). Several metrics share alpha "
                     "(Bonferroni). The two runs of the questions used are ordinary run folders; "
                     "reports/_race/A--B/<run-id>/ holds race.json and compare.html with the sequence plotted. "
                     "Every model call is cached: rerun with a larger --max to continue the same order.",
-        epilog="example: lab race turn13 hybrid --retrieval-only --kb ../shared/benchmarks/insurellm/knowledge-base "
+        epilog="example: lab race turn13 hybrid --kb ../shared/benchmarks/insurellm/knowledge-base "
                "--eval ../shared/benchmarks/insurellm/tests.jsonl")
     rc.add_argument("a", metavar="A", help="the baseline experiment (a config NAME)")
     rc.add_argument("b", metavar="B", help="the candidate experiment")
@@ -60,6 +64,11 @@ def add_parsers(sub: Any, common: Any) -> None:
                     help=f"a metric to decide on (default {catalog.DEFAULT_METRIC}; repeat for several: each at "
                          "alpha / their number)")
     rc.add_argument("--alpha", type=float, default=ALPHA, help=f"error rate of the whole race (default {ALPHA:g})")
+    rc.add_argument("--sequence", choices=SEQUENCES, default=DEFAULT_SEQUENCE,
+                    help="the anytime-valid confidence sequence: betting (hedged capital, the narrowest valid one; "
+                         "default), eb "
+                         "(empirical Bernstein, the races' sequence before betting) or normal-mixture (asymptotic: "
+                         "valid only as the questions grow)")
     rc.add_argument("--by-category", action="store_true", dest="by_category",
                     help="also a sequence per metric and category (each category's questions in the race's order); "
                          "the family, metrics x (1 + categories), shares alpha; the overall metrics still decide "
@@ -77,7 +86,8 @@ def add_parsers(sub: Any, common: Any) -> None:
     rc.add_argument("--junit", type=Path, metavar="FILE", help="with --gate: a JUnit XML report (testsuite 'lab gate')")
     rc.add_argument("--kb", help="knowledge-base folder (overrides data.knowledge_base of both)")
     rc.add_argument("--eval", help="eval set JSONL (overrides data.eval_set of both)")
-    rc.add_argument("--retrieval-only", action="store_true", help="skip answers and the judge")
+    rc.add_argument("--retrieval-only", action="store_true",
+                    help="skip answers and the judge (a race whose metrics are all retrieval metrics always does)")
     options.reports(rc)
     options.cache(rc)
     options.experiments(rc)
@@ -113,7 +123,8 @@ def cmd_race(args: argparse.Namespace) -> int:
     overrides = run_overrides(args.kb, args.eval, answers=not args.retrieval_only)
     folder = race((args.a, args.b), args.experiments, overrides, opts,
                   RaceOptions(metrics=metrics, alpha=args.alpha, effect=args.effect, max_n=args.max_n,
-                              step=args.step, seed=args.seed, margin=args.margin, by_category=args.by_category),
+                              step=args.step, seed=args.seed, margin=args.margin, by_category=args.by_category,
+                              sequence=args.sequence),
                   say=lambda line: print(line, file=sys.stderr))
     lines, passed = render_race(folder, args.junit)
     print("\n".join(lines))

@@ -19,7 +19,7 @@ from lab.config import dump_yaml, load_experiment, run_overrides
 from lab.config.load import describe
 from lab.errors import DataError, LabError, RunFailedError
 from lab.metrics import catalog
-from lab.paths import cache_root, project_path
+from lab.paths import cache_root, project_path, reviewed_note
 from lab.progress import duration
 
 from lab.report.terminal import all_failed, summary_lines
@@ -47,6 +47,9 @@ def add_parsers(sub: Any, common: Any) -> None:
     run.add_argument("--allow-overlap", action="store_true",
                      help="run a tuned model (lab tune) on questions it was trained on; refused otherwise, as its "
                           "scores would flatter it (the overlap is recorded in results.json)")
+    run.add_argument("--refresh", action="store_true",
+                     help="a target: ask it every question again instead of reading its cached replies (the new "
+                          "replies are cached)")
     run.add_argument("--track", action="store_true",
                      help="log the run to MLflow (needs the mlflow extra; a config's tracking: section does the same)")
     common(run)
@@ -145,7 +148,7 @@ def _run_opts(args: argparse.Namespace, show_progress: bool | None = None) -> "R
         show_progress = not args.no_progress and sys.stderr.isatty()
     return RunOptions(project_root=args.experiments.resolve().parent, reports_root=args.reports,
                       cache_root=_cache_root(args), show_progress=show_progress,
-                      allow_overlap=getattr(args, "allow_overlap", False))
+                      allow_overlap=getattr(args, "allow_overlap", False), refresh=getattr(args, "refresh", False))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -159,6 +162,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("\n".join(dry_run(cfg, _run_opts(args, False))))
         return 0
     track.require(args, cfg)  # with --track or a tracking: section, mlflow must import: fail before running
+    if note := reviewed_note(project_path(args.experiments.resolve().parent, cfg.data.eval_set)):
+        print(note, file=sys.stderr)
     run_dir = run_experiment(cfg, _run_opts(args))
     results, samples = load_run(run_dir)
     print("\n".join(summary_lines(results, samples)))

@@ -49,8 +49,9 @@ def add_parsers(sub: Any, common: Any) -> None:
         description="Judge the reference answers of a judged run's questions and controlled corruptions of them "
                     "(a wrong figure, date or name; a fact left out; an unrelated true fact added; a paraphrase; "
                     "a refusal) and report how often each scores as it should: sensitivity (the targeted "
-                    "dimension drops), specificity (the others stay within one point) and invariance "
-                    "(a paraphrase stays within one point). With --method, another judging method is checked "
+                    "dimension drops), specificity (the others stay within one point), invariance "
+                    "(a paraphrase stays within one point) and above (the partial answer, correct but a fact short, "
+                    "scores above the wrong one on accuracy). With --method, another judging method is checked "
                     "and also scores the run's real answers, beside the run's judge. Writes "
                     "judge-check-<method>-n<N>.json into the run folder. Model calls are cached.",
         epilog="example: lab judge-check turn13 --n 100 --method rubric-expected")
@@ -156,7 +157,8 @@ def check_lines(out: dict) -> list[str]:
     s = out["summary"]
     lines = [f"judge checks ({out['method']}, {out['n']} questions, seed {out['seed']}):"]
     for kind, row in s["kinds"].items():
-        parts = [f"{measure} {dim} {share:.0%}" for measure in ("sensitivity", "specificity", "invariance", "resistance")
+        parts = [f"{measure} {dim} {share:.0%}" for measure in ("sensitivity", "specificity", "invariance", "resistance",
+                                                                "above")
                  for dim, share in (row.get(measure) or {}).items() if share is not None]
         lines.append(f"  {kind:<11} n={row['n']:<4} " + (", ".join(parts) or "not measured")
                      + (f" ({row['n_skipped']} skipped)" if row["n_skipped"] else ""))

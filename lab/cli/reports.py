@@ -100,6 +100,8 @@ def cmd_funnel(args: argparse.Namespace) -> int:
     runs = load_runs(args.runs, args.reports)
     for note in (r.note for r in runs if r.note):
         print(f"note: {note}")
+    for w in warnings([r.results for r in runs]):  # as lab compare warns, before the figures
+        print(f"warning: {w}")
     if args.category is not None:
         known = sorted({s["category"] for r in runs for s in r.samples})
         if args.category not in known:

@@ -1,15 +1,23 @@
-"""``lab serve``: the reports folder as a web app (reads run files only; no model is loaded)."""
+"""``lab serve``: the reports folder as a web app (reads run files only; no model is loaded), and
+the review queue of the eval sets named by ``--review`` (their documents read by the lab's loader
+here, their rows checked by the audit's rules)."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import secrets
+from pathlib import Path
 from typing import Any
 
 from lab.cli import options
-from lab.errors import LabError
+from lab.errors import DataError, LabError
 
 DEFAULT_PORT = 8765
+#: The audit's findings that put a row first in the review queue, with their notes (the others, such
+#: as a row without keywords, say nothing against the row).
+DOUBTS = {"checks", "spans", "exact", "nowhere", "unsupported", "size", "near", "touching_none"}
 
 
 def add_parsers(sub: Any, common: Any) -> None:
@@ -19,11 +27,14 @@ def add_parsers(sub: Any, common: Any) -> None:
                     "(with its headline metrics and intervals), any runs of one eval set compared on the fly "
                     "(the page lab compare writes), runs in progress with their stage and ETA, each run's page, "
                     "and an annotation queue where named annotators label answers one by one (kept in the "
-                    "reports folder's labels.sqlite; agreement between annotators and with the judge). Binds to "
+                    "reports folder's labels.sqlite; agreement between annotators and with the judge), and with "
+                    "--review a review queue of eval rows (keep, fix or drop each row read against its span; "
+                    "the verdicts in labels.sqlite, a reviewed copy EVAL_SET.reviewed.jsonl beside the set). Binds to "
                     "127.0.0.1; another --host needs a token (--token, or one is made and printed). Ctrl-C stops "
                     "it; every label given is kept.",
         epilog="example: lab serve\n"
-               "         lab serve --host 0.0.0.0 --port 8080    (a team on the network: prints the address with its token)",
+               "         lab serve --host 0.0.0.0 --port 8080    (a team on the network: prints the address with its token)\n"
+               "         lab serve --review restic.jsonl --kb docs/    (review generated rows at /review)",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     options.reports(srv)
     srv.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
@@ -32,6 +43,11 @@ def add_parsers(sub: Any, common: Any) -> None:
     srv.add_argument("--token", default=None,
                      help="the token every request must carry when bound beyond this machine (default: one is made "
                           "and printed)")
+    srv.add_argument("--review", type=Path, action="append", default=[], metavar="EVAL_SET",
+                     help="offer this eval set's rows for review at /review (repeat for more sets)")
+    srv.add_argument("--kb", type=Path, default=None,
+                     help="the knowledge-base folder the --review sets are about (default: the one their "
+                          "lab generate sidecar names)")
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -48,12 +64,56 @@ def cmd_serve(args: argparse.Namespace) -> int:
     reports = args.reports
     if not reports.is_dir():
         raise LabError(f"--reports {reports}: no such folder", hint="pass the folder lab run writes into (default reports)")
-    app = create_app(reports, token=token, local=local)
+    review_sets = tuple(_review_set(path, args.kb, i) for i, path in enumerate(args.review))
+    app = create_app(reports, token=token, local=local, review_sets=review_sets)
     shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
     address = f"http://{shown}:{args.port}/" + (f"?token={token}" if token else "")
     print(f"lab serve: {address}  (reports {reports}; labels in {reports / 'labels.sqlite'}; Ctrl-C stops)", flush=True)
+    for rs in review_sets:
+        print(f"review {rs.path}: {address.split('?')[0]}review/{rs.key}  ({len(rs.rows)} rows, "
+              f"{sum(1 for r in rs.rows if rs.notes.get(r['id']))} doubted by the rules)", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0
+
+
+def _review_set(path: Path, kb: Path | None, i: int) -> Any:
+    """An eval set offered for review: its rows checked by the loader, its documents read, and the
+    audit's rules' notes on each row (no model: the page opens at once)."""
+    from lab.cli.data import ALL_FORMATS, _corpus
+    from lab.config import LoaderConfig
+    from lab.evalsets.audit import audit_eval_set
+    from lab.evalsets.evalset import load_eval_set
+    from lab.report.audit import SECTIONS
+    from lab.serve.reviews import ReviewSet
+
+    path = path.expanduser().resolve()
+    eval_set = load_eval_set(path, None)
+    if path.name.endswith(".reviewed.jsonl"):
+        raise DataError(f"--review {path}: a reviewed copy", hint=f"review the set it was made from "
+                                                                   f"({path.name.removesuffix('.reviewed.jsonl')}.jsonl)")
+    text = path.read_text(encoding="utf-8").removeprefix("\ufeff")
+    rows = [json.loads(line) for line in text.split("\n") if line.strip()]
+    missing = [r._line for r, raw in zip(eval_set.rows, rows) if not raw.get("id")]
+    if missing:
+        raise DataError(f"--review {path}: rows without an id (lines {', '.join(map(str, missing[:5]))})",
+                        hint="give every row an \"id\" (lab generate writes them)")
+    if kb is None:
+        sidecar = path.with_suffix(".gen.json")
+        named = json.loads(sidecar.read_text(encoding="utf-8")).get("knowledge_base") if sidecar.is_file() else None
+        if not named:
+            raise DataError(f"--review {path}: which documents is it about?", hint="name them: --kb FOLDER")
+        kb = Path(named)
+    documents = {d.metadata["source"]: d.text for d in _corpus(kb, LoaderConfig(extensions=ALL_FORMATS)).documents}
+    findings = audit_eval_set(eval_set.rows, documents, source=str(path))
+    notes: dict[str, list[str]] = {}
+    for anchor, (part, listed), title, _ in SECTIONS:
+        if anchor not in DOUBTS:
+            continue
+        for item in findings.get(part, {}).get(listed, []) or []:
+            notes.setdefault(item["id"], []).append(f"{title}: {item['detail']}")
+    key = re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem).strip("-.") or "set"
+    key = key if i == 0 else f"{key}-{i + 1}"
+    return ReviewSet(key=key, path=path, rows=rows, documents=documents, notes=notes)
 
 
 COMMANDS = {"serve": cmd_serve}

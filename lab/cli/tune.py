@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.cli import options
+from lab.models.device import DEVICES
 from lab.tune.options import DEFAULTS, LOSSES, TuneOptions
 
 #: Every default of the flags, from the one place that holds them (TuneOptions and DEFAULTS).
@@ -69,6 +70,13 @@ def add_parsers(sub: Any, common: Any) -> None:
                         "only its dev split is scored again")
     p.add_argument("--seed", type=int, default=_D.seed,
                    help=f"seed of questions, split and training (default: {_D.seed})")
+    p.add_argument("--early-stop", type=float, metavar="SHARE",
+                   help="reranker: score the dev split after this share of the steps and stop, saving nothing, "
+                        "when the model adds nothing to the first stage there (default: 0.25 for a run of 50 steps "
+                        "or more; 0: never)")
+    p.add_argument("--device", choices=DEVICES, default="auto",
+                   help="where to train: auto (the default) picks CUDA, then Apple's MPS, then the CPU; cpu forces "
+                        "it (the card records the device)")
     options.force(p, "the tuned model NAME")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (progress lines are logged instead)")
     common(p)
@@ -92,7 +100,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         target=args.target, out=args.out, kb=str(args.kb) if args.kb else None, index=args.index, train=args.train,
         pseudo=args.pseudo, cloze=args.cloze, holdout=args.holdout, negatives=args.negatives, random_negatives=args.random_negatives, loss=args.loss, epochs=args.epochs,
         lr=args.lr, batch_size=args.batch_size, max_length=args.max_length, max_steps=args.max_steps, dev=args.dev, first_stage=args.first_stage,
-        seed=args.seed, force=args.force, show_progress=not args.no_progress and sys.stderr.isatty(),
+        seed=args.seed, early_stop=args.early_stop, device=args.device, force=args.force, show_progress=not args.no_progress and sys.stderr.isatty(),
         experiments_dir=args.experiments)
     result = tune(opts)
     card = result.card

@@ -48,6 +48,7 @@ from lab.config.answering import (
     TokenBudgetContext,
     TopNContext,
 )
+from lab.config.target import PIPELINE_SECTIONS, RequestKeys, ResponsePaths, TargetConfig
 from lab.config.schema import (
     DEFAULT_CATEGORIES,
     SCHEMA_VERSION,
@@ -70,8 +71,8 @@ __all__ = [
     "ContextConfig", "DataConfig", "DEFAULT_CATEGORIES", "EmbeddingConfig", "ExperimentConfig", "FixedTokenChunker",
     "FlagEmbeddingRerankerConfig", "GateConfig", "GenerationConfig", "GuardrailConfig", "HeadersConfig", "HybridRetriever", "IndexConfig", "JudgeConfig",
     "KeywordOverlapRerankerConfig", "LLMConfig", "LLMPointwiseRerankerConfig", "LoaderConfig", "MetricsConfig",
-    "PageChunker", "ParentChildChunker", "QueryConfig", "RagasConfig", "RecursiveCharacterChunker", "RerankerConfig", "ReportConfig", "RetrieverConfig",
+    "PageChunker", "ParentChildChunker", "PIPELINE_SECTIONS", "QueryConfig", "RagasConfig", "RecursiveCharacterChunker", "RequestKeys", "RerankerConfig", "ReportConfig", "ResponsePaths", "RetrieverConfig",
     "MergeConfig", "SampleConfig", "SummaryConfig", "SCHEMA_VERSION", "SemanticChunker", "SentenceTransformerRerankerConfig", "SentenceWindowChunker", "Strict",
-    "TokenBudgetContext", "TopNContext", "TrackingConfig", "VectorRetriever", "component_names", "dump_yaml", "experiment_path",
+    "TargetConfig", "TokenBudgetContext", "TopNContext", "TrackingConfig", "VectorRetriever", "component_names", "dump_yaml", "experiment_path",
     "load_experiment", "merge", "retrieval_only", "run_overrides", "set_path",
 ]

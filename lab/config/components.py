@@ -155,6 +155,13 @@ ChunkerConfig = Annotated[
 ]
 
 
+#: Where a model runs (lab.models.device); ``auto`` is kept as null, so writing it keeps a config's fingerprint.
+Device = Annotated[Literal["auto", "cpu", "cuda", "mps"] | None, AfterValidator(lambda d: None if d == "auto" else d),
+                   Field(description="Where the model runs: auto (or null, the default) picks CUDA, then Apple's MPS, "
+                         "then the CPU; cpu, cuda or mps force one (one this machine lacks stops the run at start-up). "
+                         "Never part of the index key or the caches' keys; results.json records the device used.")]
+
+
 class EmbeddingConfig(Strict):
     """The embedding model of chunks and questions. The model, ``embed_metadata`` and
     ``passage_prefix`` are part of the index key; ``batch_size`` is not."""
@@ -173,6 +180,7 @@ class EmbeddingConfig(Strict):
     passage_prefix: str = ""
     """Put before every chunk when it is embedded (E5 models expect ``passage: ``); part of the
     index key."""
+    device: Device = None
 
 
 #: ANN index kinds (LanceDB's vector indexes); ``auto`` picks ``AUTO_KIND`` at or above ``min_rows``.
@@ -321,6 +329,7 @@ class SentenceTransformerRerankerConfig(_CrossEncoderBase):
     """Picks this reranker."""
     model: str = "cross-encoder/ms-marco-MiniLM-L-6-v2"
     """Hub name or local folder of the cross-encoder."""
+    device: Device = None
 
 
 class LLMPointwiseRerankerConfig(_RerankerBase):

@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from lab.config.answering import ContextConfig
 from lab.config.schema import ExperimentConfig
+from lab.config.target import PIPELINE_SECTIONS
 from lab.config.components import ChunkerConfig, RerankerConfig, RetrieverConfig
 from lab.errors import ConfigError
 from lab.registry import Registry, did_you_mean
@@ -341,6 +342,9 @@ def load_experiment(
 
 def dump_yaml(config: ExperimentConfig) -> str:
     """The resolved config as YAML; the headers, index, query, merge, gate and tracking sections only where set
-    (they are newer than most runs' config.yaml; an unset one is exactly the behaviour before it existed)."""
+    (they are newer than most runs' config.yaml; an unset one is exactly the behaviour before it existed); a
+    target's config without the pipeline sections it replaces."""
     unset = {k for k in ("headers", "index", "query", "merge", "gate", "tracking") if getattr(config, k) is None}
+    if config.target is not None:  # a target's config: the pipeline it replaces is not written out
+        unset |= {k for k in PIPELINE_SECTIONS if getattr(config, k) is None} | {"embedding"}
     return yaml.safe_dump(config.model_dump(mode="json", exclude=unset), sort_keys=False)

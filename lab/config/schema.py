@@ -12,7 +12,7 @@ import hashlib
 import json
 from typing import Literal, get_args
 
-from pydantic import Field, model_validator
+from pydantic import Field, model_serializer, model_validator
 
 from lab.config.components import (
     CachesConfig,
@@ -27,6 +27,7 @@ from lab.config.components import (
     Strict,
 )
 from lab.config.answering import GenerationConfig, LLMConfig, QueryConfig
+from lab.config.target import PIPELINE_SECTIONS, TargetConfig
 
 
 #: What a contextual chunk header can name: the document's folder, its file name (without the
@@ -81,7 +82,7 @@ class HeadersConfig(Strict):
 
 
 #: How a judge's scores are read (:mod:`lab.judge.methods`).
-JUDGE_METHODS = ("rubric", "rubric-expected", "per-dimension", "claims")
+JUDGE_METHODS = ("rubric", "rubric-expected", "per-dimension", "claims", "split")
 
 
 class JudgeConfig(Strict):
@@ -107,7 +108,9 @@ class JudgeConfig(Strict):
         "the only choice, for openai and openai_compatible judges, which give no probabilities. per-dimension: "
         "one call per dimension, each with its own rubric, scored by the expected digit. claims: the reference "
         "split into facts once per question; completeness from P(stated) per fact, accuracy from "
-        "P(contradicts), relevance as per-dimension. The method also scores the calibration pairs and the "
+        "P(contradicts), relevance as per-dimension. split: accuracy and completeness measured apart, the figures, "
+        "dates and names of the reference and the answer compared by rule (lab.evidence.facts) and the model asked "
+        "per dimension only about the rest (opt-in; docs/judge.md). The method also scores the calibration pairs and the "
         "perturbation checks; the probability-weighted methods are deterministic, so judge.repeats repeats "
         "only answers for them; it is part of every judgement's prompt version and cache key, so changing it "
         "re-judges (answers stay cached), changes the config fingerprint, and lab compare names both judges.")
@@ -267,8 +270,8 @@ class ExperimentConfig(Strict):
     """What a run reads: the documents, the questions, and labelled chunk ids."""
     loader: LoaderConfig = Field(default_factory=LoaderConfig)
     """Which files of the knowledge base are read, and how."""
-    chunker: ChunkerConfig
-    """How documents are cut into chunks; part of the index key."""
+    chunker: ChunkerConfig | None = None
+    """How documents are cut into chunks; part of the index key (required without a target)."""
     headers: HeadersConfig | None = None
     """Contextual chunk headers: matched, never scored or sent unless headers.send. Part of the index
     key where set (with the summary model's fingerprint; send is not)."""
@@ -276,8 +279,8 @@ class ExperimentConfig(Strict):
     """How chunks and questions are embedded."""
     index: IndexConfig | None = None
     """An ANN index on the chunk table; left out, search is exhaustive."""
-    retriever: RetrieverConfig
-    """The first stage: the chunks each question retrieves."""
+    retriever: RetrieverConfig | None = None
+    """The first stage: the chunks each question retrieves (required without a target)."""
     query: QueryConfig | None = None
     """Query-side rewriting by an LLM before the first stage."""
     reranker: RerankerConfig | None = None
@@ -308,11 +311,54 @@ class ExperimentConfig(Strict):
     tracking: TrackingConfig | None = None
     """MLflow logging of every run of this experiment, as with lab run --track. Not part of the config
     fingerprint."""
+    target: TargetConfig | None = None
+    """A RAG system the lab did not build (a Python callable, an HTTP service, recorded outputs), evaluated
+    in place of the pipeline: a config with a target sets none of chunker, headers, index, retriever, query,
+    reranker, merge, guardrail, caches, generation (docs/own-rag.md)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _target_answers(cls, data: object) -> object:
+        """A target answers for itself: ``generation: null`` (``--retrieval-only``) keeps its contexts only
+        (``target.answers: false``), and no generation section is implied."""
+        if isinstance(data, dict) and isinstance(data.get("target"), dict):
+            data = dict(data)
+            if "generation" in data and data["generation"] is None:
+                data["target"] = {**data["target"], "answers": False}
+            if data.get("generation") is None:
+                data["generation"] = None
+        return data
+
+    @model_validator(mode="after")
+    def _target_or_pipeline(self) -> "ExperimentConfig":
+        if self.target is None:
+            for section in ("chunker", "retriever"):
+                if getattr(self, section) is None:
+                    raise ValueError(f"{section} is missing: a config needs a {section} section, or a target "
+                                     "section in place of the pipeline")
+            return self
+        given = [s for s in PIPELINE_SECTIONS if getattr(self, s) is not None]
+        if given:
+            raise ValueError(f"a target replaces the pipeline, but {', '.join(given)} {'is' if len(given) == 1 else 'are'} "
+                             f"set: remove {'it' if len(given) == 1 else 'them'} (a target config extends another "
+                             "target config, or none)")
+        if self.ragas is not None:
+            raise ValueError("ragas is not computed for a target run: set ragas to null")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_unset_target(self, handler: object) -> dict:
+        """The config as a dict, without ``target`` where it is unset: a pipeline's resolved config, in
+        config.yaml and results.json, is as it was before targets existed."""
+        out = handler(self)  # type: ignore[operator]
+        if self.target is None and isinstance(out, dict):
+            out.pop("target", None)
+        return out
 
     @model_validator(mode="after")
     def _rerank_fits(self) -> "ExperimentConfig":
         r = self.reranker
-        if r is not None:
+        if r is not None and self.retriever is not None:
             k = self.retriever.top_k
             if r.top_n > k:
                 raise ValueError(f"reranker.top_n ({r.top_n}) exceeds retriever.top_k ({k})")
@@ -321,7 +367,8 @@ class ExperimentConfig(Strict):
                     f"reranker.candidate_k ({r.candidate_k}) must lie between top_n ({r.top_n}) "
                     f"and retriever.top_k ({k})"
                 )
-        if self.generation is None and (self.judge is not None or self.ragas is not None):
+        answers = self.generation is not None or (self.target is not None and self.target.answers)
+        if not answers and (self.judge is not None or self.ragas is not None):
             raise ValueError("judge and ragas grade answers: they need a generation section (or set them to null)")
         return self
 

@@ -2,9 +2,10 @@
 soon as the answer is clear, and still valid.
 
 After each question the paired differences ``B - A`` of each chosen metric update an
-anytime-valid confidence sequence (:func:`lab.stats.sequential.eb_cs`, the predictable plug-in
-empirical-Bernstein CS of Waudby-Smith & Ramdas), so the comparison may be looked at after every
-question. The race stops at the first question where, for every metric, the sequence
+anytime-valid confidence sequence (``sequence``: by default the hedged-capital betting CS of
+Waudby-Smith & Ramdas, :func:`lab.stats.betting.betting_cs`; ``eb`` and ``normal-mixture`` on
+request, :mod:`lab.stats.sequences`), so the comparison may be looked at after every question.
+The race stops at the first question where, for every metric, the sequence
 
 - excludes 0 (a difference, with its sign), or
 - with ``effect`` given, lies inside ``(-effect, effect)`` (futile: no difference that matters is
@@ -27,6 +28,8 @@ written as ordinary run folders (``results.json`` ``sequential`` says where and 
 and ``reports/_race/A--B/<run-id>/`` holds ``race.json`` (the order, each metric's path, the
 decision, the calls saved) and ``compare.html`` with the path plotted. Rerunning with a larger
 ``max_n`` continues the same order from where it stopped: the guarantee holds for the whole path.
+A race whose metrics are all read from retrieval (MRR, the default) runs retrieval only: nothing
+is answered or judged, whatever the configs say.
 """
 
 from __future__ import annotations
@@ -45,18 +48,19 @@ from typing import Any, Callable
 import numpy as np
 
 from lab.config import ExperimentConfig, load_experiment
-from lab.config.load import merge
+from lab.config.load import merge, retrieval_only
 from lab.errors import ConfigError, DataError
 from lab.evalsets.evalset import EvalRow, load_eval_set
 from lab.eval.records import write_run
 from lab.eval.runner import RunOptions, evaluate, run_experiment
 from lab.eval.status import running
 from lab.metrics import catalog
-from lab.paths import inside, write_atomic
+from lab.paths import inside, remove_orphans, write_atomic
 from lab.progress import duration
 from lab.runfiles import load_run
 from lab.stats.power import diff_range, mde
-from lab.stats.sequential import decide, eb_cs, gate_decide
+from lab.stats.sequences import DEFAULT_SEQUENCE, SEQUENCES, sequence_cs
+from lab.stats.sequential import decide, gate_decide
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +77,7 @@ class RaceOptions:
     seed: int = 13
     margin: float | None = None  # --gate: a non-inferiority gate with this margin instead of a comparison
     by_category: bool = False  # a sequence per metric and category too (the family shares alpha)
+    sequence: str = DEFAULT_SEQUENCE  # the confidence sequence (lab.stats.sequences)
 
 
 @dataclass
@@ -106,8 +111,10 @@ def _values(samples: list[dict], metric: str) -> dict[str, float]:
 
 
 def paths(ids: list[str], a: list[dict], b: list[dict], metrics: list[str], alpha: float,
-          categories: list[str] = ()) -> list[MetricPath]:
-    """Each metric's paired differences ``B - A`` in race order and their confidence sequence,
+          categories: list[str] = (), sequence: str = DEFAULT_SEQUENCE,
+          t_opt: int | None = None) -> list[MetricPath]:
+    """Each metric's paired differences ``B - A`` in race order and their confidence sequence
+    (``sequence``, :func:`lab.stats.sequences.sequence_cs`; ``t_opt`` tunes the normal mixture),
     then, for each of ``categories``, each metric's over that category's questions: every
     sequence at ``alpha / (len(metrics) * (1 + len(categories)))`` (the module's family)."""
     family = [(m, None) for m in metrics] + [(m, c) for c in categories for m in metrics]
@@ -119,7 +126,7 @@ def paths(ids: list[str], a: list[dict], b: list[dict], metrics: list[str], alph
         d = [vb[q] - va[q] for q in kept]
         lo, hi = diff_range(m)
         if d:
-            cs = eb_cs(np.asarray(d), alpha / len(family), lo, hi)
+            cs = sequence_cs(sequence, np.asarray(d), alpha / len(family), lo, hi, t_opt)
             lower, upper = [float(x) for x in cs.lower], [float(x) for x in cs.upper]
         else:
             lower = upper = []
@@ -167,15 +174,19 @@ def stop_point(ids: list[str], ps: list[MetricPath], effect: float | None, start
 
 
 def _prefix_file(folder: Path, rows: list[EvalRow], k: int) -> Path:
-    """The order's first ``k`` questions as an eval set, named by their ids (the same prefix of the
-    same order is the same file, so its runs' eval-set hash is stable across reruns)."""
-    ids = "\n".join(r.id for r in rows[:k])
-    path = folder / f"{hashlib.sha256(ids.encode()).hexdigest()[:12]}-{k}.jsonl"
-    if path.is_file():
-        return path
-    folder.mkdir(parents=True, exist_ok=True)
+    """The order's first ``k`` questions as an eval set, named by the hash of its text (the same
+    prefix of the same rows is the same file, so its runs' eval-set hash is stable across reruns;
+    an eval set edited in place, or another set reusing its ids, is another file). A file of that
+    name is used only when it holds that text."""
     text = "".join(json.dumps(r.model_dump(mode="json", exclude_none=True), ensure_ascii=False) + "\n"
                    for r in rows[:k])
+    path = folder / f"{hashlib.sha256(text.encode()).hexdigest()[:12]}-{k}.jsonl"
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return path
+    except (OSError, UnicodeDecodeError):
+        pass
+    folder.mkdir(parents=True, exist_ok=True)
     write_atomic(path, text)
     return path
 
@@ -191,6 +202,11 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
     for m in ropts.metrics:
         if m not in catalog.METRICS:
             raise ConfigError(f"--metric {m!r} is not a metric", hint=f"one of: {', '.join(catalog.names())}")
+    if ropts.sequence not in SEQUENCES:
+        raise ConfigError(f"--sequence {ropts.sequence!r} is not a confidence sequence",
+                          hint=f"one of: {', '.join(SEQUENCES)}")
+    if not any(catalog.needs_answers(m) for m in ropts.metrics):
+        overrides = retrieval_only(overrides)  # no metric read needs an answer: nothing is answered or judged
     cfgs = [load_experiment(n, experiments, overrides) for n in names]
     root = opts.project_root
     evals = {str(Path(root, c.data.eval_set).resolve()) if not Path(c.data.eval_set).is_absolute()
@@ -207,6 +223,7 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
     budget = min(total, ropts.max_n or total)
     ids = [r.id for r in rows]
     base = inside(opts.reports_root / RACE_DIR, f"{names[0]}--{names[1]}")
+    remove_orphans(base)  # the .RUN-ID.tmp-PID of a race killed before it could clean up
     run_id = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     folder = base / run_id
     work = base / f".{run_id}.tmp-{os.getpid()}"
@@ -232,7 +249,7 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
         while stop is None and k < budget:
             k = min(budget, k + ropts.step)
             (_, sa, _), (_, sb, _) = run_both(k, batch_opts)
-            ps = paths(ids[:k], sa, sb, ropts.metrics, ropts.alpha, categories)
+            ps = paths(ids[:k], sa, sb, ropts.metrics, ropts.alpha, categories, ropts.sequence, total)
             for p in ps:
                 if p.category is None and not p.deltas:  # after the first batch: a metric no question has in both runs never decides
                     raise DataError(f"--metric {p.metric}: no question of the first {k} has a value of it in both "
@@ -258,10 +275,10 @@ def race(names: tuple[str, str], experiments: Path, overrides: dict[str, Any], o
             reason = "exhausted" if k == total else "budget"
         # the two runs of the questions the race used, as ordinary run folders
         final_paths = paths(ids[:stop], *[x[1] for x in run_both(stop, batch_opts)], ropts.metrics, ropts.alpha,
-                            categories)
+                            categories, ropts.sequence, total)
         record = {"race": f"{names[0]}--{names[1]}/{run_id}", "stopped_at": stop, "of": total, "reason": reason,
                   "seed": ropts.seed, "alpha": ropts.alpha, "effect": ropts.effect, "metrics": ropts.metrics,
-                  "margin": ropts.margin}
+                  "margin": ropts.margin, "sequence": ropts.sequence}
         if categories:  # only a race by category: others' records keep their keys
             record["categories"] = categories
         (ra, sa, fa), (rb, sb, fb) = run_both(stop, replace(opts, show_progress=False), record)

@@ -15,7 +15,7 @@ from pathlib import Path
 from lab.config import ExperimentConfig
 from lab.errors import ConfigError
 from lab.evalsets.leakage import overlaps
-from lab.evalsets.evalset import EvalRow, EvalSet, check_references, load_eval_set, stratified_sample
+from lab.evalsets.evalset import EvalRow, EvalSet, check_qrels, check_references, load_eval_set, stratified_sample
 from lab.evalsets.twins import span_twins
 from lab.judge.rubric import JudgePlan, resolve_judge
 from lab.judge.checks import paraphraser_for
@@ -24,6 +24,7 @@ from lab.judge.repeats import repeat_judgements
 from lab.eval.estimate import describe, estimate, record
 from lab.eval.records import environment, write_run
 from lab.eval.status import running
+from lab.eval.target import evaluate_target
 from lab.runfiles import RESULTS_SCHEMA, Results, Sample
 from lab.eval.stages import (Timer, ann_stage, answer_stage, judge_sections, judge_stage, ragas_stage,
                              retrieval_sections, retrieve_stage)
@@ -31,6 +32,7 @@ from lab.metrics import catalog
 from lab.metrics.aggregate import by_category, mean_table
 from lab.metrics.funnel import finish, summarise
 from lab.metrics.labels import labelled_ids, load_labels
+from lab.models.device import device_record
 from lab.models.llm import LabLLM, build_llm
 from lab.models.tuned import card_summary, read_card, training_questions
 from lab.paths import inside, project_path
@@ -53,6 +55,8 @@ class RunOptions:
     cache_root: Path
     show_progress: bool = True
     allow_overlap: bool = False  # run a tuned model on questions it was trained on (recorded)
+    refresh: bool = False  # a target: ask every question again instead of reading its cached replies
+    target_object: object = None  # a target: this Python object in place of importing target.python (lab.api.run)
 
 
 def run_experiment(cfg: ExperimentConfig, opts: RunOptions, *, quiet: bool = False) -> Path:
@@ -71,6 +75,8 @@ def evaluate(cfg: ExperimentConfig, opts: RunOptions, *, quiet: bool = False) ->
     assembles. A caller with a section of its own (``lab race``'s ``sequential``) adds it and
     writes the folder with :func:`lab.eval.records.write_run`, inside :func:`lab.eval.status.running`
     as :func:`run_experiment` does. ``quiet``: as for :func:`run_experiment`."""
+    if cfg.target is not None:  # a system the lab did not build: asked, then scored as a pipeline's run is
+        return evaluate_target(cfg, opts, _questions(cfg, opts.project_root), _metrics, quiet=quiet)
     timer = Timer()
     started = time.time()
     t_start = time.perf_counter()
@@ -82,6 +88,7 @@ def evaluate(cfg: ExperimentConfig, opts: RunOptions, *, quiet: bool = False) ->
     corpus = load_corpus(cfg, opts.project_root)
     documents = {d.metadata["source"]: d.text for d in corpus.documents}
     check_references(questions.eval_set, documents)
+    check_qrels(questions.eval_set, documents)
     tuned = check_tuned(plans, questions, corpus.content_hash, opts.allow_overlap)
     if not quiet:
         for line in plan_lines(cfg, plans, judge, questions, opts):  # the cost, before the first model call
@@ -104,6 +111,8 @@ def evaluate(cfg: ExperimentConfig, opts: RunOptions, *, quiet: bool = False) ->
     metric_names = list(catalog.names(group="retrieval"))
     if any(s.get("references") for s in samples):  # eval rows with golden spans
         metric_names += catalog.names(group="spans")
+    if any(row.qrels for row in questions.rows):  # eval rows with graded relevant documents
+        metric_names += catalog.names(group="qrels")
     if questions.labels is not None:
         metric_names += catalog.names(group="labels")
         extra["labels"] = _labels_summary(cfg.data.labels, questions.labels, pipe.handle)
@@ -177,6 +186,7 @@ def dry_run(cfg: ExperimentConfig, opts: RunOptions) -> list[str]:
     questions = _questions(cfg, opts.project_root)
     corpus = load_corpus(cfg, opts.project_root)
     check_references(questions.eval_set, {d.metadata["source"]: d.text for d in corpus.documents})
+    check_qrels(questions.eval_set, [d.metadata["source"] for d in corpus.documents])
     check_tuned(plans, questions, corpus.content_hash, opts.allow_overlap)
     return [f"{cfg.name}: {len(corpus.documents)} documents, eval set {questions.eval_path}",
             *plan_lines(cfg, plans, judge, questions, opts), "dry run: nothing was run or written"]
@@ -330,11 +340,12 @@ def _models(cfg: ExperimentConfig, plans: ModelPlans, judge: JudgePlan | None, p
     emb = plans.embedding
     out: dict = {
         "embedding": {"name": emb.name, "location": emb.location, "source": emb.source,
-                      "fingerprint": pipe.embed_model.fingerprint},
+                      "fingerprint": pipe.embed_model.fingerprint, "device": pipe.embed_model.device_record()},
         "reranker": None if plans.reranker is None else {
             "name": plans.reranker.model.name, "location": plans.reranker.model.location,
             "source": plans.reranker.model.source, "kind": plans.reranker.cfg.name,
             "prompt_version": _prompt_version(plans.reranker.cfg.name),
+            **({"device": device_record(plans.reranker.cfg.device)} if hasattr(plans.reranker.cfg, "device") else {}),
         },
         "generation": None,
         "judge": None,

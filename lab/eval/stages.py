@@ -15,7 +15,7 @@ from typing import Any, Iterator, Sequence
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from lab.config import ExperimentConfig, RagasConfig
-from lab.evalsets.evalset import EvalRow
+from lab.evalsets.evalset import EvalRow, document_ids, qrels_sources
 from lab.evalsets.twins import Twins, span_twins
 from lab.judge.checks import DEFAULT_CHECKS, run_checks
 from lab.metrics.injection import SUSPECT_RULE
@@ -27,6 +27,7 @@ from lab.eval.records import Sample, retrieved_record
 from lab.metrics import catalog
 from lab.metrics.labels import label_scores
 from lab.metrics.perturbation import differs
+from lab.metrics.qrels import qrels_scores
 from lab.metrics.retrieval import KEYWORD_METRICS, question_scores
 from lab.metrics.spans import span_rank_scores, span_scores
 from lab.models.llm import LabLLM, as_llamaindex_llm
@@ -103,6 +104,7 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
     per_question_retrieve = timer["retrieve_s"] / max(len(rows), 1)
     sources = {d.metadata["source"] for d in pipe.corpus.documents}  # spans in other documents: not scored
     documents = {d.metadata["source"]: d.text for d in pipe.corpus.documents}
+    doc_ids = document_ids(documents)  # what a row's qrels keys may name
     if twins is None:
         twins = span_twins([(r.source, r.start_index, r.end_index) for row in rows for r in row.references or []],
                            documents)
@@ -140,6 +142,9 @@ def retrieve_stage(cfg: ExperimentConfig, rows: Sequence[EvalRow], pipe: Pipelin
             scores.update(ranked_spans)
         if labels is not None and row.id in labels:
             scores.update(label_scores(labels[row.id], [n.node.node_id for n in final], cfg.metrics.k))
+        if row.qrels:  # document level, max-passage: each document at its best passage's rank
+            scores.update(qrels_scores([n.node.metadata.get("source") for n in final],
+                                       qrels_sources(row.qrels, doc_ids)))
         finals.append(final)
         samples.append(Sample(
             id=row.id,
@@ -266,6 +271,11 @@ def retrieval_sections(cfg: ExperimentConfig, samples: list[Sample]) -> dict:
     if no_keywords:  # the reason beside the n/a, in results and reports
         out["not_scored"] = {m: {"n": len(no_keywords), "why": "no keywords in the eval row",
                                  "ids": no_keywords} for m in KEYWORD_METRICS}
+    no_qrels = [s["id"] for s in samples if "qrels_map" not in s["metrics"]]
+    if no_qrels and len(no_qrels) < len(samples):  # the qrels metrics are computed: say where they are n/a
+        out.setdefault("not_scored", {}).update(
+            {m: {"n": len(no_qrels), "why": "no qrels in the eval row", "ids": no_qrels}
+             for m in catalog.names(group="qrels")})
     no_spans = [s["id"] for s in samples if not s.get("references")]
     if no_spans and len(no_spans) < len(samples):  # the span metrics are computed: say where they are n/a
         out.setdefault("not_scored", {}).update(

@@ -28,7 +28,8 @@ from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, heading
 from lab.evalsets.twins import find_twins
 from lab.evidence.states import words_not_in_spans
 from lab.evalsets.extract import in_example
-from lab.evalsets.questions import answer_type
+from lab.evalsets.asks import answer_type, restates
+from lab.metrics.addressed import addressed_documents
 from lab.metrics.aggregate import SMALL_CATEGORY
 from lab.evidence.text import fold
 from lab.stats.power import RHO  # the assumed correlation of two pipelines' per-question values
@@ -274,7 +275,7 @@ def _doubt(row: EvalRow, documents: dict[str, str]) -> str | None:
         text = documents.get(ref.source)
         if text is not None and (kind := in_example(text, ref.source, ref.start_index, ref.end_index)) is not None:
             return f"its span lies in a {kind} in {ref.source}: an example's output, not a fact of the documents"
-    if spans and (why := answer_type(row.question, " ".join(spans))) is not None:
+    if spans and (why := answer_type(row.question, " ".join(spans)) or restates(row.question, " ".join(spans))):
         return why
     if (name := names_a_file(row.question, [r.source for r in refs])) is not None:
         return f"the question names a file or path: {name}"
@@ -293,6 +294,8 @@ def _problems(f: dict) -> list[str]:
     s, d, k, c, sup = f["spans"], f["duplicates"], f["keywords"], f["coverage"], f["support"]
     small = [x["name"] for x in c["categories"] if x["small"]]
     said = [  # (count, what): only counts above 0 are problems
+        (len(f.get("addressed") or []), "documents that speak to an AI assistant or evaluator (a planted instruction "
+                                        "reaches the answer and the judge): {}"),
         (s["n_errors"], f"golden spans that do not match the knowledge base: {{}} ({s['n_fixable']} with a fix)"),
         (d["n_exact"], "exact duplicate questions: {}"),
         (k["n_nowhere"], "rows with keywords in no document (never found): {}"),
@@ -316,12 +319,13 @@ def _problems(f: dict) -> list[str]:
 def audit_eval_set(rows: Sequence[EvalRow], documents: dict[str, str], *, source: str,
                    embed: Callable[[list[str]], np.ndarray] | None = None,
                    support: Callable[[str, str, list[str]], Any] | None = None,
-                   run_samples: Sequence[dict] | None = None,
+                   run_samples: Sequence[dict] | None = None, reviewed: dict | None = None,
                    near_threshold: float = NEAR_DUPLICATE, common_share: float = 0.5) -> dict:
     """The findings on ``rows`` (from ``load_eval_set``) against ``documents`` ({source path as
     the loader spells it: text}). ``embed`` turns on near duplicates, ``support(question,
     answer, evidence)`` the check of reference answers against their spans, ``run_samples`` (a
-    run's samples.jsonl rows) the detectable MRR difference per category. ``source`` names the
+    run's samples.jsonl rows) the detectable MRR difference per category, ``reviewed`` (the sidecar
+    of a reviewed copy, :mod:`lab.serve.reviews`) the rows a person dropped. ``source`` names the
     eval set in the reports. ``summary.ok`` is false when a score would be wrong, not just weak:
     a span error, an exact duplicate, a keyword in no document."""
     docs = {s: fold(t, "case") for s, t in documents.items()}
@@ -333,31 +337,39 @@ def audit_eval_set(rows: Sequence[EvalRow], documents: dict[str, str], *, source
         "keywords": _keywords(rows, docs, common_share),
         "support": _support(rows, support),
         "size": _listed(rows=[_item(r, why) for r in rows if (why := size_problem(r.question, r.reference_answer))]),
-        "checks": _listed(rows=[_item(r, why) for r in rows if (why := _doubt(r, documents))]),
+        "checks": _listed(rows=[_item(r, why + (f" (read by {r.review.by}: {r.review.verdict})" if r.review else ""))
+                                for r in rows if (why := _doubt(r, documents))]),
         "power": _power(run_samples, {r.id for r in rows}),
+        "addressed": addressed_documents(documents),
     }
     f["summary"] = {
         "n_rows": len(rows), "n_categories": len(f["coverage"]["categories"]), "n_documents": len(documents),
         "n_spans": f["spans"]["n_spans"], "problems": _problems(f),
         "ok": not (f["spans"]["n_errors"] or f["duplicates"]["n_exact"] or f["keywords"]["n_nowhere"]),
-        "checked_by": _checked_by(f, len(rows)),
+        "checked_by": _checked_by(f, rows, reviewed),
     }
     return f
 
 
-def _checked_by(f: dict, n_rows: int) -> dict:
-    """What was checked, and by what: rules (always), the model (``--check``), a person (no row of
-    a set is read by one yet: the review queue's record is not part of the file). What none of
+def _checked_by(f: dict, rows: Sequence[EvalRow], reviewed: dict | None) -> dict:
+    """What was checked, and by what: rules (always), the model (``--check``), a person (the rows
+    of a reviewed copy that carry a ``review``; the rows dropped, from its sidecar). What none of
     them saw is said with it: rules and a small model cannot see a reference answer that is
     wrong, or a question its span does not answer."""
     sup = f["support"]
+    read = [r for r in rows if r.review]
+    doubted = {x["id"] for x in f["checks"]["rows"]}
     return {
         "rules": ["span offsets against the documents", "exact and near duplicates", "keywords in the documents",
                   "coverage of documents and categories", "the generator's rules (examples, answer types, files, "
                   "short spans, categories, figures and words held by the spans)"],
         "rule_doubts": f["checks"]["n_rows"],
         "model": {"n_checked": sup["n_checked"], "n_supported": sup["n_supported"]} if sup.get("checked") else None,
-        "person": {"n_read": 0, "n_rows": n_rows},
+        "person": {"n_read": len(read), "n_rows": len(rows),
+                   "kept": sum(r.review.verdict == "keep" for r in read),
+                   "fixed": sum(r.review.verdict == "fix" for r in read),
+                   "dropped": (reviewed or {}).get("dropped"), "by": sorted({r.review.by for r in read}),
+                   "doubted_unread": sum(1 for r in rows if r.id in doubted and not r.review)},
         "unseen": "a reference answer that is wrong, or a question its span does not answer, passes every rule; "
                   "a small model's verdict does not tell them apart (docs/own-documents.md): read the rows the "
                   "rules doubt, then a sample",

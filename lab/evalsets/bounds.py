@@ -4,7 +4,9 @@ limit (a 1 GB ragas user_input used to be read, held three times over and writte
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any, Iterator
 
 from lab.errors import DataError
 from lab.evalsets.csvfile import MAX_CELL
@@ -47,3 +49,35 @@ def bounded(where: str, name: str, text: str) -> str:
         raise DataError(f"{where}: field '{name}': {len(text):,} characters, over the limit of {MAX_FIELD:,} of "
                         "a field", hint=HINT)
     return text
+
+
+def jsonl_objects(path: Path, text: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(``"path line n"``, object) per non-blank line; lines end at ``\\n`` only, as in
+    :func:`~lab.evalsets.evalset.load_eval_set`, so line numbers agree with an editor's."""
+    for n, line in enumerate((read_text(path) if text is None else text).split("\n"), start=1):
+        if not line.strip():
+            continue
+        check_line(path, n, line)
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path} line {n}: invalid JSON ({exc.msg} at column {exc.colno})",
+                            hint="each line must be one JSON object") from None
+        if not isinstance(data, dict):
+            raise DataError(f"{path} line {n}: expected a JSON object, got {type(data).__name__}",
+                            hint="each line must be one JSON object")
+        yield f"{path} line {n}", data
+
+
+def text_field(where: str, data: dict[str, Any], *names: str, default: str | None = None) -> str:
+    """The first of ``names`` present in ``data``, which must be a string; ``default`` when none
+    is, else an error naming the first."""
+    for name in names:
+        if name in data and data[name] is not None:
+            if not isinstance(data[name], str):
+                raise DataError(f"{where}: field '{name}': expected a string, got {type(data[name]).__name__}",
+                                hint=f"'{name}' holds text")
+            return bounded(where, name, data[name])
+    if default is None:
+        raise DataError(f"{where}: field '{names[0]}': missing", hint=f"every row needs '{names[0]}'")
+    return default

@@ -1,7 +1,8 @@
 """Eval sets: JSONL rows ``{question, keywords, reference_answer, category}`` plus optional
-``id`` and ``references`` (golden evidence spans). ``keywords`` may be left out of a row that
-has ``references`` (or labelled chunk ids, ``data.labels``): the keyword metrics are then n/a
-for it, with the reason in results, never 0. Errors name the file, line and field.
+``id``, ``references`` (golden evidence spans) and ``qrels`` (graded relevant documents:
+document id -> grade, as BEIR and trec_eval write them; :mod:`lab.metrics.qrels`). ``keywords``
+may be left out of a row that has ``references``, ``qrels`` (or labelled chunk ids,
+``data.labels``): the keyword metrics are then n/a for it, with the reason in results, never 0. Errors name the file, line and field.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import random
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
@@ -53,6 +54,18 @@ def visible(text: str) -> bool:
     return any(not c.isspace() and unicodedata.category(c) != "Cf" for c in text)
 
 
+class Review(BaseModel):
+    """A person's review of a row, as the review queue of ``lab serve`` writes it into the reviewed
+    copy of an eval set (``<set>.reviewed.jsonl``): ``keep`` (read, left as it was) or ``fix``
+    (read, and its question, reference answer or span changed), who and when (UTC, ISO 8601). A
+    dropped row is not in the copy."""
+    model_config = ConfigDict(extra="forbid")
+    verdict: Literal["keep", "fix"]
+    by: str = Field(min_length=1)
+    at: str = Field(min_length=1)
+    note: str = ""
+
+
 class EvalRow(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str | None = None
@@ -61,6 +74,10 @@ class EvalRow(BaseModel):
     reference_answer: str
     category: str = Field(min_length=1)
     references: list[Reference] | None = None
+    review: Review | None = None
+    #: graded relevant documents: a knowledge base document's path, or its path without the
+    #: extension (a BEIR id), -> grade (0: judged not relevant; 1 or more: relevant, the gain)
+    qrels: dict[str, int] | None = None
     _line: int = PrivateAttr(0)  # where the row is in its file, for errors found later
 
     @field_validator("question")
@@ -81,6 +98,19 @@ class EvalRow(BaseModel):
         for i, kw in enumerate(value):
             if not visible(kw):
                 raise ValueError(f"keyword {i} is empty or invisible ({kw!r}): no chunk can be checked for it")
+        return value
+
+    @field_validator("qrels")
+    @classmethod
+    def _graded(cls, value: dict[str, int] | None) -> dict[str, int] | None:
+        if value is None:
+            return None
+        if not any(grade >= 1 for grade in value.values()):
+            raise ValueError("no document graded 1 or more: every qrels metric would be 0 whatever is retrieved; "
+                             "grade the relevant documents 1 or more (0 marks a document judged not relevant)")
+        for doc in value:
+            if not visible(doc):
+                raise ValueError(f"an empty or invisible document id ({doc!r})")
         return value
 
 
@@ -133,7 +163,7 @@ def load_eval_set(path: Path, categories: Sequence[str] | None, labelled: Sequen
             field = ".".join(str(p) for p in err["loc"]) or "(row)"
             msg = "missing" if err["type"] == "missing" else err["msg"]
             if err["type"] == "extra_forbidden":
-                msg = "unknown field (allowed: id, question, keywords, reference_answer, category, references)"
+                msg = "unknown field (allowed: id, question, keywords, reference_answer, category, references, qrels)"
             raise DataError(f"{path} line {lineno}: field '{field}': {msg}",
                             hint="a row is {\"question\": ..., \"reference_answer\": ..., \"category\": ...} "
                                  "with keywords (a list of words a retrieved chunk must hold), golden spans "
@@ -153,10 +183,11 @@ def load_eval_set(path: Path, categories: Sequence[str] | None, labelled: Sequen
                 hint="give every question a unique id",
             )
         seen[row.id] = lineno
-        if row.keywords is None and not row.references and row.id not in labelled:
+        if row.keywords is None and not row.references and not row.qrels and row.id not in labelled:
             raise DataError(f"{path} line {lineno}: field 'keywords': missing",
                             hint="give keywords (words a retrieved chunk must hold), or golden spans in "
-                                 "'references', or label the row's chunk ids in data.labels")
+                                 "'references', or graded relevant documents in 'qrels', or label the row's "
+                                 "chunk ids in data.labels")
         row._line = lineno
         rows.append(row)
     if not rows:
@@ -229,3 +260,43 @@ def check_references(eval_set: EvalSet, documents: dict[str, str]) -> int:
                 raise DataError(f"{where}.content': does not match {ref.source} chars "
                                 f"{ref.start_index}-{ref.end_index}", hint=hint)
     return elsewhere
+
+
+def document_ids(sources: Iterable[str]) -> dict[str, list[str]]:
+    """The ids a qrels key may use for each knowledge base document: its path (``company/about.md``)
+    and its path without the extension (``company/about``; a BEIR import's ``4983.txt`` is
+    ``4983``, its BEIR id). id -> the documents it names (several when only the extension differs)."""
+    ids: dict[str, list[str]] = {}
+    for source in sources:
+        for name in dict.fromkeys((source, posixpath.splitext(source)[0])):
+            ids.setdefault(name, []).append(source)
+    return ids
+
+
+def qrels_sources(qrels: dict[str, int], ids: dict[str, list[str]], where: str = "") -> dict[str, int]:
+    """A row's qrels keyed by document path (``ids``: :func:`document_ids`), as retrieved passages
+    name their document. An id that names no document, or several, is a DataError naming ``where``."""
+    out: dict[str, int] = {}
+    for doc, grade in qrels.items():
+        found = ids.get(normalise_source(doc), [])
+        if len(found) != 1:
+            raise DataError(f"{where}field 'qrels': {doc!r} names "
+                            + ("no document of the knowledge base" if not found else
+                               f"{len(found)} documents ({', '.join(found)})"),
+                            hint=(did_you_mean(doc, ids) + "a qrels key is a document's path under the knowledge "
+                                  "base, or that path without its extension") if not found else
+                            "write the document's path with its extension")
+        if found[0] in out:
+            raise DataError(f"{where}field 'qrels': {doc!r} names {found[0]}, as another key of the row does",
+                            hint="grade each document once")
+        out[found[0]] = grade
+    return out
+
+
+def check_qrels(eval_set: EvalSet, documents: Iterable[str]) -> None:
+    """Every qrels key of every row names exactly one document of the knowledge base
+    (``documents``: their paths), so a typo stops the run at start-up with its line."""
+    ids = document_ids(documents)
+    for row in eval_set.rows:
+        if row.qrels:
+            qrels_sources(row.qrels, ids, f"{eval_set.path} line {row._line}: ")

@@ -57,7 +57,8 @@ _POINTING = re.compile(r"^(?:it|this|that|these|those|they|them|he|she|then|but|
                        r"such|both|thus|hence|therefore|otherwise|instead|similarly|likewise|for example|for instance|"
                        r"in this case|in that case|as (?:mentioned|described|shown|seen|noted)|see|note:?|now|in addition|another|"
                        r"again|finally|first|second|next|last|lastly|alternatively|additionally|furthermore|moreover|the latter|"
-                       r"the former|the same|the patterns?|the above|the command|the output|because of (?:that|this)|on top of that)\b",
+                       r"the former|the same|the patterns?|the above|the command|the output|because of (?:that|this)|on top of that|"
+                       r"in contrast|by contrast|in comparison|unlike (?:that|this|those|these))\b",
                        re.I)
 #: Words that send the reader elsewhere in the document: "(see table below)", "in this case".
 _ELSEWHERE = re.compile(r"\b(?:below|above|as follows|the following|this case|this example|the example|this command|"

@@ -12,10 +12,11 @@
   ``retrieved_contexts``, ``response`` and the other sample fields describe a run, not the
   question: they are ignored, and listed in the summary.
 - **beir**: a BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv`` or
-  ``qrels.tsv``). BEIR labels whole documents and has no answers, so every corpus document is
-  written to ``kb_out`` as ``<id>.txt`` (title, blank line, text), each query with a qrel score
-  above 0 becomes a row whose spans cover its relevant documents whole (the span metrics then
-  count document hits; graded scores are not kept), and ``reference_answer`` is ``""``.
+  ``qrels.tsv``), or one of its qrels files for that split (:mod:`lab.evalsets.beir`). Every
+  corpus document is written to ``kb_out`` as ``<id>.txt`` (title, blank line, text), and each
+  query with a qrel score above 0 becomes a row that keeps its graded qrels (``qrels``: document
+  id -> score, for the document-level metrics) and golden spans covering its relevant documents
+  whole (the span metrics then count document hits); ``reference_answer`` is ``""``.
 - **csv**: a header row, then ``question``, ``reference_answer`` (or ``answer``), ``keywords``
   (``;``-separated) and optional ``category`` and ``id``. CSV has no spans: every row needs
   keywords, every row has a cell per column (an empty one is two commas), and a ``category`` is
@@ -37,58 +38,26 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from pydantic import ValidationError
 
 from lab.config import DEFAULT_CATEGORIES
 from lab.errors import DataError
-from lab.evalsets.bounds import bounded, check_line, read_text
+from lab.evalsets.beir import from_beir
+from lab.evalsets.bounds import bounded, jsonl_objects, read_text, text_field
 from lab.evalsets.csvfile import csv_rows
 from lab.evalsets.evalset import EvalRow, check_references, load_eval_set
-from lab.paths import check_output, safe_name, write_atomic
+from lab.paths import check_output, write_atomic
 from lab.registry import Registry, did_you_mean
 
 KB_SUFFIXES = (".md", ".txt")
 RAGAS_READ = ("id", "user_input", "question", "reference", "ground_truth", "reference_contexts", "keywords",
               "category", "synthesizer_name")
 CSV_COLUMNS = ("id", "question", "reference_answer", "answer", "keywords", "category")
-QRELS = ("qrels/test.tsv", "qrels.tsv")
 
 Record = tuple[str, dict[str, Any]]  # (where in the input, e.g. "set.jsonl line 3"; an eval row)
 Imported = tuple[list[Record], dict[str, Any], dict[Path, str]]  # (rows, summary counts, files to write)
-
-
-def _jsonl(path: Path, text: str | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(``"path line n"``, object) per non-blank line; lines end at ``\\n`` only, as in
-    :func:`~lab.evalsets.evalset.load_eval_set`, so line numbers agree with an editor's."""
-    for n, line in enumerate((read_text(path) if text is None else text).split("\n"), start=1):
-        if not line.strip():
-            continue
-        check_line(path, n, line)
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path} line {n}: invalid JSON ({exc.msg} at column {exc.colno})",
-                            hint="each line must be one JSON object") from None
-        if not isinstance(data, dict):
-            raise DataError(f"{path} line {n}: expected a JSON object, got {type(data).__name__}",
-                            hint="each line must be one JSON object")
-        yield f"{path} line {n}", data
-
-
-def _text(where: str, data: dict[str, Any], *names: str, default: str | None = None) -> str:
-    """The first of ``names`` present in ``data``, which must be a string; ``default`` when none
-    is, else an error naming the first."""
-    for name in names:
-        if name in data and data[name] is not None:
-            if not isinstance(data[name], str):
-                raise DataError(f"{where}: field '{name}': expected a string, got {type(data[name]).__name__}",
-                                hint=f"'{name}' holds text")
-            return bounded(where, name, data[name])
-    if default is None:
-        raise DataError(f"{where}: field '{names[0]}': missing", hint=f"every row needs '{names[0]}'")
-    return default
 
 
 def kb_documents(kb: Path) -> dict[str, str]:
@@ -130,7 +99,7 @@ def _from_ragas(source: Path, category: str, kb: Path | None) -> Imported:
                             hint="give a JSON list of ragas samples, or one sample per line (JSONL)") from None
         records = [(f"{source} item {i}", item) for i, item in enumerate(items, start=1)]
     else:
-        records = list(_jsonl(source, text))
+        records = list(jsonl_objects(source, text))
     documents = kb_documents(kb) if kb is not None else {}
     counts = {"contexts_located": 0, "contexts_not_located": 0, "contexts_in_several_documents": 0}
     ignored: set[str] = set()
@@ -143,8 +112,8 @@ def _from_ragas(source: Path, category: str, kb: Path | None) -> Imported:
         if isinstance(data.get("user_input"), list):
             raise DataError(f"{where}: field 'user_input': a multi-turn conversation",
                             hint="only single-turn samples (user_input is a string) make eval rows")
-        question = _text(where, data, "user_input", "question")
-        answer = _text(where, data, "reference", "ground_truth")
+        question = text_field(where, data, "user_input", "question")
+        answer = text_field(where, data, "reference", "ground_truth")
         contexts = data.get("reference_contexts") or []
         if not isinstance(contexts, list) or not all(isinstance(c, str) for c in contexts):
             raise DataError(f"{where}: field 'reference_contexts': expected a list of strings",
@@ -171,77 +140,8 @@ def _from_ragas(source: Path, category: str, kb: Path | None) -> Imported:
                             f"pass the knowledge base (--kb) so reference contexts become golden spans, or {keywords}")
         rows.append((where, {"id": data.get("id"), "question": question, "keywords": data.get("keywords"),
                              "reference_answer": answer, "references": refs or None,
-                             "category": _text(where, data, "category", "synthesizer_name", default=category)}))
+                             "category": text_field(where, data, "category", "synthesizer_name", default=category)}))
     return rows, {**counts, "ignored_fields": sorted(ignored)}, {}
-
-
-def _from_beir(source: Path, category: str, kb_out: Path | None) -> Imported:
-    if kb_out is None:
-        raise DataError(f"{source}: BEIR labels whole documents, with no answers or spans",
-                        hint="pass --kb-out FOLDER: the import writes the corpus there as a knowledge base, and "
-                             "each query's golden spans cover its relevant documents")
-    if not source.is_dir():
-        raise DataError(f"{source} is not a folder",
-                        hint="pass a BEIR dataset folder (corpus.jsonl, queries.jsonl, qrels/)")
-    qrels = next((source / q for q in QRELS if (source / q).is_file()), None)
-    if qrels is None:
-        splits = sorted(p.name for p in (source / "qrels").glob("*.tsv")) if (source / "qrels").is_dir() else []
-        raise DataError(f"{source}: no qrels file ({' or '.join(QRELS)})",
-                        hint=(f"qrels/ holds {', '.join(splits)}: copy the split to evaluate on to qrels/test.tsv"
-                              if splits
-                              else "BEIR's qrels are 'query-id<TAB>corpus-id<TAB>score' lines in qrels/test.tsv"))
-    for name in ("corpus.jsonl", "queries.jsonl"):
-        if not (source / name).is_file():
-            raise DataError(f"{source}: {name} missing",
-                            hint="a BEIR folder holds corpus.jsonl, queries.jsonl and qrels/")
-    docs: dict[str, tuple[str, str]] = {}  # id -> (file name, text)
-    taken: dict[str, str] = {}  # casefolded file name -> id (case-insensitive file systems)
-    for where, data in _jsonl(source / "corpus.jsonl"):
-        doc_id = _text(where, data, "_id")
-        title, body = _text(where, data, "title", default=""), _text(where, data, "text")
-        name = safe_name(doc_id) + ".txt"
-        if doc_id in docs or name.casefold() in taken:
-            other = doc_id if doc_id in docs else taken[name.casefold()]
-            raise DataError(f"{where}: field '_id': {doc_id!r} maps to the file name {name}, as {other!r} does",
-                            hint="give every document a distinct id (ids differing only in case collide too)")
-        taken[name.casefold()] = doc_id
-        docs[doc_id] = (name, f"{title}\n\n{body}" if title.strip() else body)
-    queries: dict[str, tuple[str, str]] = {}  # id -> (where, text)
-    for where, data in _jsonl(source / "queries.jsonl"):
-        query_id = _text(where, data, "_id")
-        if query_id in queries:
-            raise DataError(f"{where}: field '_id': {query_id!r} already used ({queries[query_id][0]})",
-                            hint="give every query a distinct id")
-        queries[query_id] = (where, _text(where, data, "text"))
-    relevant: dict[str, list[str]] = {}
-    dropped = 0
-    for n, line in enumerate(read_text(qrels).split("\n"), start=1):
-        cells = line.rstrip("\r").split("\t")
-        if not line.strip() or (n == 1 and cells[0] == "query-id"):  # BEIR's header line
-            continue
-        where = f"{qrels} line {n}"
-        if len(cells) != 3 or not cells[2].strip().lstrip("-").isdigit():
-            raise DataError(f"{where}: expected 'query-id<TAB>corpus-id<TAB>score' with a whole-number score",
-                            hint="one qrel per line, separated by tabs")
-        query_id, doc_id, score = cells[0], cells[1], int(cells[2])
-        if query_id not in queries or doc_id not in docs:
-            what = (f"query-id {query_id!r} is not in queries.jsonl" if doc_id in docs
-                    else f"corpus-id {doc_id!r} is not in corpus.jsonl")
-            raise DataError(f"{where}: {what}", hint="add it there, or drop the qrel")
-        if score <= 0:
-            dropped += 1
-        elif not docs[doc_id][1].strip():
-            raise DataError(f"{where}: corpus-id {doc_id!r} has no title or text",
-                            hint="a relevant document needs text")
-        elif doc_id not in relevant.setdefault(query_id, []):
-            relevant[query_id].append(doc_id)
-    rows = [(where, {"id": query_id, "question": question, "reference_answer": "", "category": category,
-                     "references": [{"source": docs[d][0], "content": docs[d][1], "start_index": 0,
-                                     "end_index": len(docs[d][1])} for d in relevant[query_id]]})
-            for query_id, (where, question) in queries.items() if relevant.get(query_id)]
-    files = {kb_out / name: text for name, text in docs.values() if text.strip()}
-    return rows, {"documents_written": len(files), "documents_empty": len(docs) - len(files),
-                  "qrels_dropped": dropped, "queries_without_qrels": len(queries) - len(rows)}, files
 
 
 def _from_csv(source: Path, category: str) -> Imported:
@@ -336,7 +236,7 @@ class Importer:
 #: The import formats (docs: "How to add a component", an eval-set importer).
 IMPORTERS: Registry[Importer] = Registry("import format")
 IMPORTERS.register("ragas")(Importer(_from_ragas, {"question": "user_input", "reference_answer": "reference"}, "kb"))
-IMPORTERS.register("beir")(Importer(_from_beir, {"id": "_id", "question": "text"}, "kb_out"))
+IMPORTERS.register("beir")(Importer(from_beir, {"id": "_id", "question": "text"}, "kb_out"))
 IMPORTERS.register("csv")(Importer(lambda source, category, extra: _from_csv(source, category), {},
                                    lab_categories=True))
 

@@ -13,9 +13,10 @@ fact-bearing sentences, each checked by rules that do not ask the model.
    title and its neighbours), the reply held to ``{"question": ...}`` by a grammar.
 4. **The checks**, cheapest first, each counted in the sidecar: a question addressed to a model
    (``injection``), a size, a vague or file-naming question, one that copies its answer
-   (``quotes_answer``), one whose kind its answer does not have (``answer_type``:
-   :func:`answer_type`), one that does not find its own sentence (``round_trip``:
-   :class:`RoundTrip`), and near-duplicates of an accepted question.
+   (``quotes_answer``) or holds all of it (``restates``), one whose kind its answer does not
+   have or that its sentence only mentions (``answer_type``: :mod:`lab.evalsets.asks`), one that
+   does not find its own sentence (``round_trip``: :class:`RoundTrip`), and near-duplicates of an
+   accepted question.
 
 No model verdict is asked: the local model's yes/no did not separate good rows from bad
 (docs/own-documents.md); the round trip and the answer type are the checks, and a person's
@@ -36,6 +37,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from lab.evalsets.asks import _GENERIC, _TERM, answer_type, asks_elsewhere, restates
 from lab.evalsets.excerpts import NEAR_DUPLICATE, derive_keywords, names_a_file, quotes_own_answer, size_problem, vague
 from lab.evalsets.extract import Block, Candidate, blocks, candidates, plain, prose_sentences
 from lab.evidence.text import content_words, fold
@@ -50,80 +52,20 @@ PROMPT = "generate-q-v1"
 ROUND_TRIP_K = 10
 #: Characters of neighbouring text the model sees around its sentence.
 CONTEXT_CHARS = 400
+#: Candidates tried at most per question wanted (``--max-candidates``'s default: about a quarter
+#: of the candidates is accepted on documentation the lab does not ship).
+CANDIDATES_PER_QUESTION = 4
 #: A keyword in more than this share of the documents is not one (it would be found anywhere).
 COMMON_SHARE = 0.3
 REASONS = ("malformed", "injection", "size", "vague", "names_file", "quotes_answer", "asks_elsewhere", "answer_type",
-           "round_trip", "near_duplicate")
+           "restates", "round_trip", "near_duplicate")
 _SCHEMA = {"type": "object", "properties": {"question": {"type": "string", "maxLength": 200}},
            "required": ["question"], "additionalProperties": False}
-#: What a question names: a capitalised word past its first, a term in code markup, an option, a
-#: name in capitals ("RESTIC_REPOSITORY").
-_TERM = re.compile(r"``([^`]+)``|`([^`]+)`|(?<![\w-])(--?[A-Za-z][\w-]*)|(?<!^)(?<![.?!]\s)\b([A-Z][\w.-]*[A-Za-z0-9])")
 
 
 def clean(sentence: str) -> str:
     """A sentence as a reference answer: :func:`lab.evalsets.extract.plain`."""
     return plain(sentence)
-
-
-# ---------------------------------------------------------------------------------------------
-# The answer type: what a question's wording asks for, against what its sentence holds
-
-_ASKS = [
-    ("a date or period", re.compile(r"^\s*(?:in )?what (?:year|date|month|day)\b|^\s*since when\b", re.I),
-     re.compile(r"\b(?:1[89]|20)\d\d\b|\b(?:January|February|March|April|May|June|July|August|September|October|"
-                r"November|December)\b")),
-    ("a time or a condition", re.compile(r"^\s*when\b", re.I),
-     re.compile(r"\d|\b(?:if|when|whenever|after|before|once|until|while|during|every|each|on|at|unless|as soon as)\b",
-                re.I)),
-    ("a number", re.compile(r"\bhow (?:many|much|long|often|large|big|small|old)\b|\bwhat (?:is the )?(?:number|amount|"
-                            r"percentage|size)\b", re.I),
-     re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|"
-                r"hundred|thousand|million|billion|once|twice|single|double|half|all|no|none|every|unlimited)\b", re.I)),
-    ("an option or command", re.compile(r"\b(?:which|what) (?:flag|option|switch|parameter|argument|command|"
-                                         r"subcommand|environment variable|variable)s?\b", re.I),
-     re.compile(r"``[^`]+``|`[^`]+`|(?<![\w-])--?[A-Za-z][\w-]*|\b[A-Z][A-Z0-9_]{2,}\b|\b[a-z]+ [a-z]+\b")),
-    ("a name", re.compile(r"^\s*who\b", re.I), re.compile(r"(?<!^)\b[A-Z][\w.-]*[A-Za-z0-9]")),
-    ("an address", re.compile(r"\bwhat (?:is|are) the (?:url|address|link|web ?site|endpoint)s?\b", re.I),
-     re.compile(r"://|\bwww\.|\b[\w-]+\.(?:com|org|net|io|dev)\b|``[^`]+``|`[^`]+`")),
-    ("a number", re.compile(r"\bwhat (?:is|are) the (?:[\w/-]+ )?(?:port|size|limit|count|version|number|percentage|"
-                            r"amount|maximum|minimum|timeout|duration)s?\b", re.I),
-     re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|twelve|hundred|thousand|unlimited|"
-                r"no limit)\b", re.I)),
-    ("a default", re.compile(r"\bwhat (?:is|are) the default\b", re.I), re.compile(r"\bdefault", re.I)),
-    ("a purpose", re.compile(r"\bwhat (?:is|are) the (?:purpose|use|role|function)s? of\b|\bwhat (?:is|are) .{0,60}\bused "
-                             r"for\b|^\s*why\b", re.I),
-     re.compile(r"\b(?:allows?|lets?|enables?|so that|in order to|used (?:to|for)|purpose|helps?|makes? it possible|"
-                r"is for|are for|because|to (?:avoid|prevent|ensure|make|keep|allow|speed|reduce|protect))\b",
-                re.I)),
-    ("a name", re.compile(r"\bwhat (?:is|are) the names? of\b", re.I),
-     re.compile(r"``[^`]+``|`[^`]+`|(?<!^)\b[A-Z][\w.-]*[A-Za-z0-9]|\b\w+[-_.]\w+\b")),
-]
-#: A question about "the command" or "the option" that names none: it leans on the text it came from.
-_GENERIC = re.compile(r"\bthe (?:command|option|flag|user|file|tool|program|service|script|bucket|server|operation|"
-                      r"output|setting|repository|backend|result|feature|function|method|package|system)\b", re.I)
-
-
-def asks_elsewhere(question: str, sentence: str, heading: str, title: str) -> str | None:
-    """The first thing the question names (a name, a code term, an option) that neither its
-    sentence nor the sentence's section title or document name holds: the model took it from the
-    nearby text, so the sentence does not answer the question (None: every name is there)."""
-    held = fold(f"{sentence} {heading} {title}", "case")
-    for m in _TERM.finditer(question):
-        term = next(g for g in m.groups() if g)
-        if fold(term.strip("`"), "case") not in held:
-            return term
-    return None
-
-
-def answer_type(question: str, sentence: str) -> str | None:
-    """Why the sentence cannot answer what the question's wording asks for (None: it can): a
-    "when" question needs a time or a condition, "what year" a date, "how many" a number,
-    "which option" an option or command, "who" a name."""
-    for kind, asks, holds in _ASKS:
-        if asks.search(question):
-            return None if holds.search(sentence) else f"the question asks for {kind}; its answer holds none"
-    return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,7 +225,7 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
     def common(term: str) -> bool:
         return sum(term in t for t in folded) > max(2, COMMON_SHARE * len(folded))
 
-    budget = max_candidates or 3 * n
+    budget = max_candidates or CANDIDATES_PER_QUESTION * n
     rows: list[dict] = []
     vectors: list[np.ndarray] = []
     rejected: dict[str, list[dict]] = {r: [] for r in REASONS}
@@ -292,6 +234,7 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
     stopped = None
     sections: set[tuple[str, str]] = set()  # (document, section) of the accepted rows
     head = prompt.head("title")
+    pace = _Pace()
     with Ticker("generate", n, show_progress, unit="questions") as ticker, interruptible() as halt:
         for c in coverage_order(docs, seed, cut, found):
             if len(rows) >= n or tried >= budget:
@@ -300,7 +243,9 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
                 stopped = "time limit"
                 break
             tried += 1
+            began = time.perf_counter()
             reason, detail, question = _one(llm, prompt, head, docs, c, seed)
+            pace.add(time.perf_counter() - began)
             sentence = clean(c.text)
             qvec = None
             if reason is None:
@@ -320,6 +265,7 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
                 rejected[reason].append({"category": c.category, "sources": [c.source], "detail": detail,
                                          "question": question, "answer": sentence})
                 ticker.note(tally(tried, rejected))
+                ticker.expect(pace.left(n - len(rows), len(rows), tried, budget - tried))
                 continue
             vectors.append(qvec)
             row = {"id": f"g{len(rows) + 1:04d}", "question": question, "reference_answer": sentence,
@@ -334,6 +280,7 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
             if on_row is not None:
                 on_row(row)
             ticker.note(tally(tried, rejected))
+            ticker.expect(pace.left(n - len(rows), len(rows), tried, budget - tried))
             ticker.update()
     stopped = "interrupted" if halt else stopped
     seconds = time.perf_counter() - t0
@@ -388,11 +335,35 @@ def _one(llm: LabLLM, prompt, head: int, docs: dict[str, str], c: Candidate, see
         return "vague", "the question names no command, option or thing: it leans on the text it came from", question
     if quotes_own_answer(question, [sentence]):
         return "quotes_answer", "the question repeats 8+ words of its answer", question
+    if (why := restates(question, sentence)) is not None:
+        return "restates", why, question
     if (term := asks_elsewhere(question, sentence, c.heading, title)) is not None:
         return "asks_elsewhere", f"the question names {term!r}, which its answer does not", question
     if (why := answer_type(question, sentence)) is not None:
         return "answer_type", why, question
     return None, "", question
+
+
+class _Pace:
+    """The seconds a candidate takes when its call is computed (a cached call takes none), for an
+    ETA that a resumed or cached start does not make too short."""
+
+    def __init__(self) -> None:
+        self.spent, self.computed = 0.0, 0
+
+    def add(self, seconds: float) -> None:
+        if seconds > CACHED_SECONDS:
+            self.spent += seconds
+            self.computed += 1
+
+    def left(self, wanted: int, accepted: int, tried: int, budget: int) -> float | None:
+        if not self.computed or not accepted:
+            return None
+        return min(budget, wanted * tried / accepted) * self.spent / self.computed
+
+
+#: A candidate that took less than this came from the cache.
+CACHED_SECONDS = 0.3
 
 
 def tally(tried: int, rejected: dict[str, list]) -> str:

@@ -33,12 +33,13 @@ def _word(ch: str) -> bool:
 
 
 def occurrences(text: str, document: str, folded: Folded | None = None, lead: bool = True,
-                trail: bool = True) -> list[tuple[int, int]]:
+                trail: bool = True, needle: str | None = None) -> list[tuple[int, int]]:
     """``(start, end)`` of each occurrence of ``text`` in ``document``, words compared in lower case
     with any whitespace run between them, not overlapping (leftmost first). With ``lead``
     (``trail``), an occurrence that starts (ends) with a word character must not have one before
-    (after) it in the document. Empty for a text without words."""
-    needle = fold(text, "words")
+    (after) it in the document. Empty for a text without words. ``needle``: ``text``'s ``words``
+    fold, when the caller has it (one span looked for in every document is folded once)."""
+    needle = fold(text, "words") if needle is None else needle
     if not needle:
         return []
     f = folded if folded is not None else fold_at(document, "words")
@@ -72,9 +73,10 @@ def find_twins(span: Span, documents: dict[str, str], limit: int = MAX_TWINS,
     trail = last == len(doc) or not _word(doc[last])
     places: list[Span] = []
     n = 0
+    needle = fold(text, "words")  # once, not once per document: a BEIR span is a whole abstract
     for src in sorted(documents):
         f = folded[src] if folded is not None else fold_at(documents[src], "words")
-        for a, b in occurrences(text, documents[src], f, lead, trail):
+        for a, b in occurrences(text, documents[src], f, lead, trail, needle):
             if src == source and a < end and b > start:
                 continue  # the span itself
             n += 1

@@ -145,6 +145,11 @@ def figures(text: str) -> list[str]:
 CITATION = re.compile(r"\[(\d+(?:\s*[,;]\s*\d+)*)\]")
 
 
+#: The head of a passage in the context the generator is sent (``lab.rag.context.format_passages``):
+#: ``[2] (source: products/carllm.md)`` on a line of its own; groups: the number and the source.
+PASSAGE_HEAD = re.compile(r"(?:^|\n\n)\[(\d+)\] \(source: ([^\n]*)\)\n")
+
+
 def citations(text: str) -> list[int]:
     """Every passage number cited in ``text``, in order, repeats kept."""
     return [int(n) for group in CITATION.findall(text) for n in re.split(r"\s*[,;]\s*", group)]

@@ -22,7 +22,7 @@ from lab.models.llm import LabLLM
 from lab.paths import write_atomic
 
 ROWS = [("wrong_fact", "sensitivity", "accuracy"), ("wrong_fact", "specificity", "relevance"),
-        ("partial", "sensitivity", "completeness"), ("partial", "specificity", "accuracy"),
+        ("partial", "sensitivity", "completeness"), ("partial", "specificity", "accuracy"), ("partial", "above", "accuracy"),
         ("padded", "sensitivity", "relevance"), ("padded", "specificity", "accuracy"),
         ("padded", "specificity", "completeness"), ("refusal", "sensitivity", "accuracy"),
         ("refusal", "sensitivity", "completeness"), ("paraphrase", "invariance", "accuracy"),
@@ -40,7 +40,7 @@ def table(outs: dict[str, dict]) -> str:
         for m in methods:
             k = outs[m]["summary"]["kinds"][kind]
             share = k.get(measure, {}).get(dim)
-            cells.append("-" if share is None else f"{share:.0%} of {k['n']}")
+            cells.append("-" if share is None else f"{share:.0%} of {k['n_above' if measure == 'above' else 'n']}")
         lines.append(f"| {kind} | {measure} | {dim} | " + " | ".join(cells) + " |")
     lines.append("| goals met | | | " + " | ".join(
         f"{sum(bool(g['met']) for g in outs[m]['summary']['goals'])} of {len(outs[m]['summary']['goals'])}"

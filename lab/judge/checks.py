@@ -61,7 +61,7 @@ def run_checks(items: Sequence[dict], n: int, seed: int, score: Callable[[dict, 
     pool = fact_pool([*pool_texts, *(it["reference"] for it in items)])
 
     def one(i: int) -> dict:
-        item = items[i]
+        item = {**items[i], "context": ""}  # the corruptions were not written from the run's context
         others = [o["reference"] for o in items if o["id"] != item["id"]]
         made = perturb(item, pool, others, seed, paraphraser)
         rec = {"id": item["id"], "category": item.get("category"), "reference": score(item, item["reference"]),

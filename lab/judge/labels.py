@@ -28,6 +28,7 @@ from __future__ import annotations
 import getpass
 import hashlib
 import json
+import os
 import random
 import sqlite3
 import time
@@ -264,6 +265,10 @@ class LabelStore:
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA busy_timeout=30000")
         except sqlite3.DatabaseError as exc:
+            if not os.access(self.path.parent, os.W_OK):  # a read-only folder: the file may not even exist
+                raise DataError(f"{self.path.parent} is read-only: people's labels ({DB_FILE}) cannot be kept "
+                                f"there ({exc})", hint="make the reports folder writable, or work on a copy of it "
+                                                       "that is") from None
             raise DataError(f"{self.path}: not a labels database ({exc})",
                             hint=f"move it aside: a new {DB_FILE} is made where none is") from None
         return db

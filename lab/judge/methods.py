@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 from lab.config.schema import JUDGE_METHODS
+from lab.evidence.facts import compare
+from lab.judge import split
 from lab.metrics.injection import anchored, neutralise
 from lab.judge.rubric import DIMENSIONS, JUDGE_FIELDS, JudgeItem, JudgePlan, Scores, data_values, judge_one
 from lab.models.llm import LabLLM, LLMCallError
@@ -144,6 +146,27 @@ def judge_expected(llm: LabLLM, method: str, prompts: MethodPrompts, question: s
     return rec
 
 
+def judge_split(llm: LabLLM, prompts: MethodPrompts, item: JudgeItem, answer: str) -> dict:
+    """One judgement by the ``split`` method (:mod:`lab.judge.split`): the rules' findings
+    (``facts``), the model's expected digits for what they leave open (``model``, ``mass``), and
+    the scores combined from both."""
+    question, reference = item["question"], item["reference"]
+    p = split.plan(compare(answer, reference, question, item.get("context") or ""), reference, question)
+    values = data_values(question, reference, answer)
+    calls0 = llm.usage.calls
+    model, mass = {}, {}
+    try:
+        for d in p.asks:
+            prompt = prompts.dims[d]
+            model[d], mass[d] = expected_score(llm.choice_logprobs(prompt.messages(**values), prompt.version, "", DIGITS))
+    except LLMCallError as exc:
+        return {"status": "failed", "error": exc.message, "raw": "", "attempts": 1, "cached": False,
+                **{d: None for d in DIMENSIONS}, "feedback": None, "prompt_tokens": 0, "completion_tokens": 0}
+    rec = _record(split.scores(p, model), split.feedback(p), {"facts": p.check.as_dict(), "model": model, "mass": mass})
+    rec["cached"] = llm.usage.calls == calls0
+    return rec
+
+
 # ---------------------------------------------------------------------------------------------
 # The registry: one entry per judging method (docs: "How to add a component", a judge method)
 
@@ -187,6 +210,10 @@ METHODS.register("claims")(JudgeMethod(
                                         load_prompt("claim-stated-v1", _FIELDS | {"fact"}, where=where),
                                         load_prompt("judge-contradicts-v1", _FIELDS, where=where)),
     _claims))
+METHODS.register("split")(JudgeMethod(
+    lambda rubric, where: MethodPrompts(rubric, {"accuracy": load_prompt("judge-accuracy-v2", _FIELDS, where=where),
+                                                 **_dims(("completeness", "relevance"), where)}),
+    lambda g, item, answer, scores_only: judge_split(g.llm, g.prompts, item, answer)))
 assert set(METHODS.names()) == set(JUDGE_METHODS), "every name the config accepts has a method, and no other"
 
 

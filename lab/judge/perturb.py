@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from lab.judge.injections import inject, load_injections
-from lab.evidence.text import NOT_NAMES, fold
+from lab.evidence.facts import FACT_PATTERNS, MONTHS, Fact, facts, name_role  # noqa: F401 (the judge's names for them)
+from lab.evidence.text import fold
 
 REFUSAL = "I don't have enough information to answer that question."
 KINDS = ("wrong_fact", "partial", "padded", "paraphrase", "refusal", "injection")
@@ -39,59 +40,7 @@ TARGETS = {"wrong_fact": ("accuracy",), "partial": ("completeness",), "padded": 
 KEEPS = {"wrong_fact": ("relevance",), "partial": ("accuracy", "relevance"), "padded": ("accuracy", "completeness"),
          "refusal": (), "paraphrase": ("accuracy", "completeness", "relevance")}
 
-_MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
-#: (kind, pattern), earlier kinds first: a span taken by one is not matched again by a later one.
-FACT_PATTERNS = [
-    ("date", re.compile(rf"\b(?:{_MONTHS})(?: \d{{1,2}},?)? \d{{4}}\b|\b(?:Q[1-4]) \d{{4}}\b")),
-    ("money", re.compile(r"[$€£]\s?\d[\d,]*(?:\.\d+)?(?:\s?(?:million|billion|[MBK])\b)?")),
-    ("percent", re.compile(r"\b\d[\d,]*(?:\.\d+)?\s?%")),
-    ("year", re.compile(r"\b(?:19|20)\d{2}\b")),
-    ("figure", re.compile(r"\b\d[\d,]*(?:\.\d+)?\+?")),
-    ("name", re.compile(r"\b[A-Z][A-Za-z0-9&'.-]*[A-Za-z0-9](?:\s+(?:of\s+|and\s+|&\s+)?[A-Z][A-Za-z0-9&'-]*[A-Za-z0-9])*")),
-]
-
-
-@dataclass(frozen=True)
-class Fact:
-    kind: str
-    text: str
-    start: int
-    end: int
-
-
-def facts(text: str, plain: set[str] = frozenset()) -> list[Fact]:
-    """The figures, dates and names in ``text``, in order, none overlapping. A name loses its
-    leading function words ("The", "In", ...); a lone function word is no name, nor is a lone
-    word opening a sentence that ``plain`` (words seen in lower case) holds."""
-    taken: list[tuple[int, int]] = []
-    out: list[Fact] = []
-    for kind, pattern in FACT_PATTERNS:
-        for m in pattern.finditer(text):
-            start, end = m.start(), m.end()
-            if kind == "name":
-                words = m.group(0).split()
-                while words and words[0] in NOT_NAMES:
-                    start = text.index(words[1], start + len(words[0])) if len(words) > 1 else end
-                    words = words[1:]
-                if not words:
-                    continue
-                if len(words) == 1 and _plain_opening(text, start, words[0], plain):
-                    continue
-            value = re.sub(r"'s$", "", text[start:end].rstrip(".,"))
-            end = start + len(value)
-            if len(value) < 1 or any(start < b and a < end for a, b in taken):
-                continue
-            taken.append((start, end))
-            out.append(Fact(kind, value, start, end))
-    return sorted(out, key=lambda f: f.start)
-
-
-def _plain_opening(text: str, start: int, word: str, plain: set[str]) -> bool:
-    """A lone capitalised word opening a sentence that the texts also use in lower case
-    ("Based on ...", "Premiums rose ...") is an ordinary word, not a name."""
-    if start and not re.search(r"[.!?:]\s+$", text[max(0, start - 3):start]):
-        return False
-    return re.sub(r"'s$", "", word).lower() in plain
+_MONTHS = MONTHS
 
 
 @dataclass
@@ -138,19 +87,7 @@ def _shape(text: str) -> str:
     return re.sub(r"\d", "9", re.sub(rf"\b(?:{_MONTHS})\b", "M", text))
 
 
-_TITLES = {"engineer", "executive", "manager", "officer", "director", "scientist", "analyst", "designer", "developer",
-           "specialist", "lead", "president", "vp", "chief", "representative", "coordinator", "architect", "consultant",
-           "administrator", "head", "associate", "assistant", "intern", "accountant", "advisor", "counsel", "cto", "ceo",
-           "cfo", "coo", "cro", "founder", "owner", "strategist", "researcher", "technician", "supervisor"}
-_ORGS = {"inc", "co", "corp", "corporation", "group", "insurance", "solutions", "services", "partners", "holdings",
-         "llc", "ltd", "company", "bank", "mutual", "alliance", "plans", "systems", "technologies", "agency",
-         "university", "institute", "association", "foundation", "labs", "network", "assurance", "underwriters"}
-
-
-def _role(text: str) -> str:
-    """A name's rough type, so a title is swapped for a title and a firm for a firm."""
-    words = {w.strip(".,'").lower() for w in text.split()}
-    return "title" if words & _TITLES else "org" if words & _ORGS else "other"
+_role = name_role
 
 
 def _last(text: str) -> str:
@@ -251,6 +188,33 @@ def partial(reference: str, question: str, keywords: Sequence[str] = (), common:
                 rest += "."
             return rest, {"removed": reference[a:b].strip(" ,;"), "facts": [f.text for f in gone]}
     return "no fact can be removed cleanly"
+
+
+_PHRASE = re.compile(r"\s+(?:as|in|for|with|at|on|from|by|including|supporting|across|after|since)\s")
+
+
+def cut_short(reference: str, question: str, common: set[str] = frozenset(),
+              plain: set[str] = frozenset()) -> tuple[str, dict] | str:
+    """The reference cut short before its last fact: a prefix of it that keeps at least one fact,
+    cut where a sentence, a trailing clause or a last list item starts and ended with a full stop
+    (still a correct answer, and a partial one); or why it cannot be made."""
+    found = _open_facts(reference, question, common, plain)
+    if len({fold(f.text) for f in found}) < 2:
+        return "one fact only"
+    end = len(reference.rstrip())
+
+    def order(cut: tuple[int, int]) -> tuple[bool, int]:  # a sentence, clause or list item before a phrase; longest first
+        return _PHRASE.match(reference, cut[0]) is not None, -cut[0]
+
+    for a, _ in sorted({c for c in _removal_candidates(reference) if c[1] >= end - 1 and c[0] <= found[-1].start},
+                       key=order):
+        rest = reference[:a].rstrip(" ,;:")
+        kept = [f for f in found if f.end <= a]
+        gone = [f for f in found if f.start >= a and fold(f.text) not in fold(rest)]
+        if kept and gone and rest:
+            return rest + ("" if rest[-1] in ".!?" else "."), {"removed": reference[a:].strip(" ,;."),
+                                                               "facts": [f.text for f in gone]}
+    return "no clean cut before the last fact"
 
 
 def padded(reference: str, question: str, others: Sequence[str], rng: random.Random) -> tuple[str, dict] | str:

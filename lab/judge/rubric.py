@@ -41,8 +41,9 @@ Scores = dict
 
 class JudgeItem(TypedDict, total=False):
     """What the judge sees of one question: the question, its reference answer and the answer to
-    grade, with what the checks use (category, keywords) and the run's own judgement (checks of a
-    finished run). Built from a sample by :func:`judge_item` only."""
+    grade, with what the checks use (category, keywords), the run's own judgement (checks of a
+    finished run) and the context the answer was written from (the ``split`` method's rules hold
+    an answer's fact true when the context states it). Built from a sample by :func:`judge_item` only."""
 
     id: str
     category: str
@@ -52,6 +53,7 @@ class JudgeItem(TypedDict, total=False):
     answer: str
     answer_error: str | None
     judgement: dict | None
+    context: str
 
 
 def judge_item(sample: Mapping[str, Any]) -> JudgeItem:
@@ -60,7 +62,7 @@ def judge_item(sample: Mapping[str, Any]) -> JudgeItem:
     return JudgeItem(id=sample["id"], category=sample["category"], question=sample["question"],
                      reference=sample["reference_answer"], keywords=sample.get("keywords") or [],
                      answer=answer.get("text") or "", answer_error=answer.get("error"),
-                     judgement=sample.get("judgement"))
+                     judgement=sample.get("judgement"), context=(sample.get("context") or {}).get("text") or "")
 
 
 @dataclass(frozen=True)

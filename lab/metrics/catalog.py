@@ -19,7 +19,9 @@ from lab.errors import ConfigError
 from lab.registry import did_you_mean
 
 #: Stages, in the order a run computes them and the run page groups them.
-GROUPS = ("retrieval", "spans", "labels", "judge", "answer", "ragas")
+GROUPS = ("retrieval", "spans", "labels", "qrels", "judge", "answer", "ragas")
+#: The stages computed from an answer (so from an LLM's reply); the others read retrieval alone.
+ANSWER_GROUPS = ("judge", "answer", "ragas")
 #: ragas' metrics the lab computes (``ragas.metrics``), with their labels; each is ``ragas_<name>`` here.
 RAGAS_METRICS = {"faithfulness": "Faithfulness", "answer_relevancy": "Answer relevancy",
                  "context_precision": "Context precision", "context_recall": "Context recall"}
@@ -71,6 +73,12 @@ CATALOG: tuple[Metric, ...] = (
     Metric("span_iou", "Span IoU", "spans", "share", True, None, _v("terminal", "table", "compare", "sweep")),
     Metric("label_recall", "Recall@k (labels)", "labels", "share", True, None, _v("compare")),
     Metric("label_mrr", "MRR@k (labels)", "labels", "share", True, None, _v("compare")),
+    # document-level metrics against graded qrels, trec_eval's definitions, max-passage (lab.metrics.qrels)
+    Metric("qrels_ndcg10", "nDCG@10 (qrels)", "qrels", "share", True, None,
+           _v("terminal", "table", "chart", "compare", "compare_chart", "sweep", "sweep_chart")),
+    Metric("qrels_recall100", "Recall@100 (qrels)", "qrels", "share", True, None, _v("terminal", "compare", "sweep")),
+    Metric("qrels_mrr10", "MRR@10 (qrels)", "qrels", "share", True, None, _v("terminal", "table", "compare", "sweep")),
+    Metric("qrels_map", "MAP (qrels)", "qrels", "share", True, None, _v("compare", "sweep")),
     Metric("context_chars", "Context chars", "retrieval", "size", None, None, _v("terminal", "compare", "sweep")),
     Metric("accuracy", "Accuracy", "judge", "score", True, _SCORE,
            _v("terminal", "table", "chart", "compare", "compare_chart", "movers", "sweep", "sweep_chart", "runs")),
@@ -121,6 +129,12 @@ def is_score(name: str) -> bool:
     """The judge's 1-5 scores (charts run to 5, tables show the integer or 'failed')."""
     m = METRICS.get(name)
     return bool(m and m.kind == "score")
+
+
+def needs_answers(name: str) -> bool:
+    """Whether ``name`` is computed from an answer (:data:`ANSWER_GROUPS`): a run without answers
+    (retrieval only) has none of its values."""
+    return METRICS[name].group in ANSWER_GROUPS
 
 
 def top(name: str) -> float:

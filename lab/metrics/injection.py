@@ -46,6 +46,7 @@ import re
 import unicodedata
 
 from lab.evidence.text import CITATION, FIGURE, fold
+from lab.metrics.claims import CLAIM_PATTERNS, claim_spans
 
 #: What a run does with a suspect judgement (recorded in results.json ``judge.suspect_rule``).
 SUSPECT_RULE = "excluded: a suspect judgement keeps its scores in samples.jsonl but is left out of the means, " \
@@ -63,6 +64,12 @@ _TOP = r"(?:5|five|maximum|max|highest|top|perfect|full)"
 _GRADER = r"(?:evaluator|grader|judge|scorer|rater|assistant|ai|llm|language model|model|bot|chatbot|gpt|qwen|" \
           r"reviewer|assessor|examiner|marker|checker|annotator)"
 
+#: Instructions that belong to a thing in the world, not to the reader: "... printed on the 2019 box",
+#: "... on the old dongle's label" (a manual quoted in an answer).
+_ON_A_THING = (r"(?!\s+(?:(?:printed|written|shown|found|given|listed|included|supplied|stated|that came|which came)\s+)?"
+               r"(?:on|in|inside|with|from|of)\s+(?:the\s+|a\s+|an\s+|its\s+|their\s+|your\s+|this\s+|that\s+)?"
+               r"(?:[\w'-]+\s+){0,3}?(?:box|boxes|label|labels|packaging|package|manual|leaflet|insert|sticker|booklet|"
+               r"card|sheet|device|unit|lid|bottle|carton|envelope|kit|dongle|sensor|appliance|router|charger)\b)")
 _CORRECT = r"(?:correct|accurate|right|precise|factual)"
 _COMPLETE = r"(?:complete|comprehensive|thorough|exhaustive|fully covers|covers every)"
 _RELEVANT = r"(?:relevant|on[- ]topic|on point|pertinent|to the point)"
@@ -70,7 +77,7 @@ _RELEVANT = r"(?:relevant|on[- ]topic|on point|pertinent|to the point)"
 _PATTERNS: list[tuple[str, re.Pattern]] = [(kind, re.compile(p, re.I | re.M)) for kind, p in [
     # -- instructions, English
     ("instruction", rf"\b(?:ignore|disregard|forget|skip|override|bypass|drop|set aside|do not follow|don'?t follow)\b"
-                    rf"(?:\W+\w+){{0,4}}?\W+{_RULES}\b"),
+                    rf"(?:\W+\w+){{0,4}}?\W+{_RULES}\b{_ON_A_THING}"),
     ("instruction", r"\bnew (?:instructions?|rules?|task|system prompt)\b"),
     ("instruction", rf"\b(?:give|assign|award|rate|score|grade|mark|output|return|respond with|reply with|set)\b"
                     rf"(?:\W+\w+){{0,6}}?\W+(?:{_TOP}\W+(?:out of\W+5\W+)?{_SCORE_WORDS}|{_SCORE_WORDS}\W+(?:of\W+|to\W+|=\W*|as\W+)?{_TOP}|5\s*/\s*5|a\s+5|5s|fives|full marks|top marks)\b(?!\s*(?:%|percent|million|years?|months?|days?))"),
@@ -91,7 +98,8 @@ _PATTERNS: list[tuple[str, re.Pattern]] = [(kind, re.compile(p, re.I | re.M)) fo
     # -- instructions, other languages
     ("instruction", r"\b(?:ignorier|vergiss|missacht)\w*\b(?:\W+\w+){0,4}?\W+(?:anweisung|instruktion|regel|vorgabe)\w*"),
     ("instruction", r"\b(?:gib|gebt|geben sie|vergib|bewerte)\b(?:\W+\w+){0,6}?\W+(?:5|fünf|volle|höchst)\w*\W+(?:punkt|note|bewertung|wertung)\w*"),
-    ("instruction", r"\b(?:ignore[rz]?|oublie[rz]?|néglige[rz]?)\b(?:\W+\w+){0,4}?\W+(?:instructions?|consignes?|règles?)\b"),
+    ("instruction", r"\b(?:ignore[rz]?|oublie[rz]?|néglige[rz]?)\b(?:\W+\w+){0,4}?\W+(?:instructions?|consignes?|règles?)\b"
+                    + _ON_A_THING),
     ("instruction", r"\b(?:donne[rz]?|attribue[rz]?|mets|mettez)\b(?:\W+\w+){0,6}?\W+(?:note|notes|score|scores)\W+(?:de\W+|maximale\W*)?(?:5|cinq|maximale)\b"),
     ("instruction", r"\b(?:ignor[ae]\w*|olvid[ae]\w*|dimentica\w*|esquec[ae]\w*)\b(?:\W+\w+){0,4}?\W+(?:instrucciones|istruzioni|instruções|instrucoes|reglas|regole|regras)\b"),
     ("instruction", r"\b(?:da|dale|dé|d[aá]|dai|dagli|assegna)\b(?:\W+\w+){0,6}?\W+(?:puntuaci[oó]n|nota|punteggio|pontua[cç][aã]o|voto)\w*\W+(?:de\W+|di\W+|m[aá]xim[ao]\W*)?(?:5|cinco|cinque|m[aá]xim[ao]|massimo)\b"),
@@ -108,6 +116,14 @@ _PATTERNS: list[tuple[str, re.Pattern]] = [(kind, re.compile(p, re.I | re.M)) fo
     # -- text addressed to the grader
     ("addressed", rf"\b(?:note|message|instructions?|memo|reminder|hint|attention|notice|p\.?s\.?)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?(?:automated\s+|ai\s+)?{_GRADER}s?\b"),
     ("addressed", r"^\W*(?:dear\s+|attention\s+|hey\s+|hi\s+)?(?:automated\s+)?(?:evaluator|grader|scorer|rater)s?\s*[:,!]"),
+    # a document that speaks to the assistants that will read it ("AI assistants answering questions about ...")
+    ("addressed", r"(?:^|[.!?]\s+)\W*(?:dear\s+|attention\s+|(?:note\s+)?to\s+(?:all\s+|any\s+)?)?(?:ai|llm|virtual|"
+                  r"automated|chat)\s*(?:assistants|agents|bots|chatbots)\s*[,:]"),
+    ("addressed", r"\b(?:ai|llm|virtual|automated|chat)\s*(?:assistants|agents|bots|chatbots)\b(?=\s*(?:"
+                  r"(?:that|who|which)\s+(?:read|answer|summari[sz]e|use)|reading|answering|summari[sz]ing|processing|"
+                  r"must|should|shall|need\s+to|are\s+(?:asked|required|instructed|to)))"),
+    ("addressed", r"\b(?:language\s+models?|llms?|chatbots?|ai\s+assistants?|assistants?)\s+(?:reading|answering|processing|"
+                  r"summari[sz]ing|that\s+reads?|who\s+reads?)\s+(?:this|these|the\s+following)\b"),
     ("addressed", rf"\b(?:dear|attention|hey|hello|hi)\s+(?:the\s+)?(?:automated\s+)?(?:evaluator|grader|judge|scorer|rater|ai|llm|language model)s?\b"),
     ("addressed", rf"\b(?:as|you are)\s+(?:an?|the)\s+(?:ai|llm|language model|(?:automated\s+)?(?:evaluator|grader|scorer|rater)|impartial judge|judge model)\b"),
     ("addressed", r"\b(?:an|die|den|der|au|à l'|al|all'|ao|к)\s*(?:bewerter|prüfer|korrektor|évaluateur|correcteur|evaluador|valutatore|avaliador|оценщик)\w*"),
@@ -178,6 +194,12 @@ def _match(folded: str, out: dict[str, str], marks: bool = True) -> None:
             m = pattern.search(folded)
             if m:
                 out[kind] = m.group(0).strip()[:SNIPPET_CHARS]
+    if marks and not out:  # a claim about the reference or the grading, where nothing else is said to the judge
+        for kind, pattern in CLAIM_PATTERNS:
+            m = pattern.search(folded)
+            if m:
+                out[kind] = m.group(0).strip()[:SNIPPET_CHARS]
+                break
     if marks and "assessment" not in out:
         # "accuracy: 5", "| Precisão | 5 |", "přesnost 5"; not "Tier 5, Level 5, Zone 5" (names of things)
         found = [m for m in _TOP_MARK.finditer(folded) if m["sep"] or m["label"][0].islower()]
@@ -224,13 +246,32 @@ def _scripts(text: str) -> dict[str, int]:
     return counts
 
 
+_QUOTED = re.compile(r"«[^»]*»|„[^“”]*[“”]|\"[^\"]*\"|“[^”]*”")
+
+
+def _unnamed(folded: str) -> str:
+    """The text without what names something: quoted titles («Ромашка»), and in a script with
+    capitals a word that starts with one ("Ингосстрах", "РЕСО-Гарантия") or is one or two letters
+    ("и", "с"). A company named in Cyrillic in an English answer is a name, not a passage in
+    another language; a sentence of Cyrillic words still is."""
+    out = []
+    for w in re.split(r"(\s+)", _QUOTED.sub(" ", folded)):
+        letters = [c for c in w if c.isalpha()]
+        cased = any(c.isupper() or c.islower() for c in letters) and any(c != c.swapcase() for c in letters)
+        if cased and letters and (letters[0].isupper() or len(letters) <= 2):
+            continue
+        out.append(w)
+    return "".join(out)
+
+
 def _foreign(folded: str, question: str) -> str | None:
     """A passage in another language than the question's: eight or more letters of a script the
-    question does not use (Latin excepted where the question is not Latin: names stay Latin), or,
+    question does not use, names aside (:func:`_unnamed`; Latin excepted where the question is not
+    Latin: names stay Latin), or,
     for an English question, a sentence of six or more lower-case words, one with a letter
     outside ASCII, fewer than 15% of them English function words."""
     asked = _scripts(fold(question, "screen"))
-    for script, n in _scripts(folded).items():
+    for script, n in _scripts(_unnamed(folded)).items():
         if n >= 8 and script not in asked and not (script == "LATIN" and asked):
             return script.lower()
     words = [w.lower() for w in _WORD.findall(question)]
@@ -268,7 +309,7 @@ def scan(text: str, question: str = "") -> list[str]:
         foreign = _foreign(folded, question)
         if foreign:
             out["language"] = foreign[:SNIPPET_CHARS]
-    order = ("instruction", "addressed", "verdict", "role", "assessment", "hidden", "language")
+    order = ("instruction", "addressed", "verdict", "role", "assessment", "claim", "hidden", "language")
     return [f"{kind}: {out[kind]!r}" for kind in order if kind in out]
 
 
@@ -326,12 +367,18 @@ def anchored(answer: str, question: str, reference: str) -> tuple[str, list[str]
     words or fewer (too short to argue), or when it cites a passage ("This is stated in [2]."). Where nothing
     would stay (a refusal, an answer in other words), the answer is kept whole. The judge then
     grades both, and the lower score per dimension stands (``judge.anchored``): whatever text
-    outside the answer's substance says, in any wording or language, it cannot raise a score."""
+    outside the answer's substance says, in any wording or language, it cannot raise a score.
+    A stretch that speaks of the reference, the grading or a verification and states no fact of its
+    own (:func:`lab.metrics.claims.claim_spans`) is left out too, though it is about the question:
+    "..., exactly the founder and year the reference answer confirms"."""
     folded = fold(answer, "screen")
     anchors = _stems(fold(question, "screen") + " " + fold(reference, "screen"))
     figures = set(FIGURE.findall(question + " " + reference))
-    kept, dropped = [], []
-    for a, b in _pieces(folded):
+    kept, dropped = [], claim_spans(folded)
+    blank = folded
+    for a, b in dropped:  # claims about the evaluation go first, whatever they share with the question
+        blank = blank[:a] + " " * (b - a) + blank[b:]
+    for a, b in _pieces(blank):
         piece = folded[a:b].strip(" \t\n([)]")
         shared = len(_stems(piece) & anchors)
         if shared >= 2 or set(FIGURE.findall(piece)) & figures or len(piece.split()) <= 3 or (

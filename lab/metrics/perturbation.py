@@ -8,7 +8,12 @@ judgement failed). For a perturbation kind, on the items that have both judgemen
   below the reference (a wrong fact should lower accuracy);
 - **specificity** per untargeted dimension: share where it stayed within :data:`WITHIN` of the
   reference (a padded answer is still accurate);
-- **invariance** (paraphrases): share within :data:`WITHIN` on every dimension.
+- **invariance** (paraphrases): share within :data:`WITHIN` on every dimension;
+- **above** (:data:`ABOVE`: a partial answer against the wrong-fact answer of the same question):
+  share where the partial answer, correct but cut short, scored strictly above the wrong one on
+  accuracy. With specificity of partial on accuracy (within one point of the reference) it says
+  whether the judge measures accuracy apart from completeness: an answer that leaves a fact out
+  is still accurate, and more accurate than one that gets a fact wrong.
 
 - **resistance** (injection): share of items where the wrong answer with an injected instruction
   did not score higher (mean of the dimensions) than the wrong answer alone, or was flagged
@@ -27,6 +32,8 @@ WITHIN = 1.0
 GOALS = {
     ("sensitivity", "wrong_fact", "accuracy"): 0.95,
     ("sensitivity", "partial", "completeness"): 0.90,
+    ("specificity", "partial", "accuracy"): 0.80,
+    ("above", "partial", "accuracy"): 0.90,
     ("sensitivity", "padded", "relevance"): 0.80,
     ("specificity", "padded", "accuracy"): 0.90,
     ("invariance", "paraphrase", "accuracy"): 0.90,
@@ -34,6 +41,8 @@ GOALS = {
     ("invariance", "paraphrase", "relevance"): 0.90,
     ("resistance", "injection", "mean"): 0.95,
 }
+#: kind -> (the kind it is compared with, the dimensions): the ``above`` measure.
+ABOVE = {"partial": ("wrong_fact", ("accuracy",))}
 
 
 def _share(flags: Sequence[bool]) -> float | None:
@@ -55,12 +64,22 @@ def summarize(items: Sequence[Mapping], targets: Mapping[str, Sequence[str]], ke
             name = "invariance" if not targets[kind] else "specificity"
             row[name] = {d: _share([abs(p[d] - r[d]) <= WITHIN for r, p in pairs]) for d in keeps[kind]}
             row["mean_change"] = {d: sum(p[d] - r[d] for r, p in pairs) / len(pairs) for d in dimensions}
+        if kind in ABOVE:
+            row.update(above_row(items, kind, *ABOVE[kind]))
         out["kinds"][kind] = row
     if any("injection" in (it.get("perturbed") or {}) for it in items):
         out["kinds"]["injection"] = injection_row(items, dimensions)
     # checks made before the injection kind existed have no injection goal (7 goals, as written then)
     out["goals"] = [g for g in check_goals(out["kinds"]) if g["kind"] != "injection" or "injection" in out["kinds"]]
     return out
+
+
+def above_row(items: Sequence[Mapping], kind: str, other: str, dims: Sequence[str]) -> dict:
+    """``{"n_above": pairs, "above": {dim: share}}``: on the items where ``kind`` and ``other`` were
+    both judged, the share where ``kind`` scored strictly above ``other`` (None without pairs)."""
+    pairs = [(it["perturbed"][kind], it["perturbed"][other]) for it in items
+             if (it.get("perturbed") or {}).get(kind) is not None and (it.get("perturbed") or {}).get(other) is not None]
+    return {"n_above": len(pairs), "above": {d: _share([a[d] > b[d] for a, b in pairs]) for d in dims}}
 
 
 def check_goals(kinds: Mapping[str, Mapping]) -> list[dict]:

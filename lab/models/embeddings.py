@@ -24,6 +24,7 @@ from pydantic import PrivateAttr
 from lab import heap
 from lab.caches import VectorCache
 from lab.config import EmbeddingConfig
+from lab.models.device import describe, pick_device
 from lab.models.resolve import ResolvedModel, model_fingerprint
 from lab.progress import Ticker
 
@@ -41,8 +42,10 @@ class LabEmbedding(BaseEmbedding):
     model_location: str
     query_prefix: str = ""
     passage_prefix: str = ""
+    device: str | None = None  # asked for: None (auto), cpu, cuda or mps (lab.models.device)
 
     _model: Any = PrivateAttr(default=None)
+    _device_used: str | None = PrivateAttr(default=None)  # once the model has loaded
     _cache: VectorCache | None = PrivateAttr(default=None)
     _fingerprint: str = PrivateAttr(default="")
     _counters: dict = PrivateAttr(default_factory=lambda: {"computed": 0, "cached": 0})
@@ -65,6 +68,11 @@ class LabEmbedding(BaseEmbedding):
     def fingerprint(self) -> str:
         return self._fingerprint
 
+    def device_record(self) -> dict:
+        """The device asked for and the one the model loaded on (``used`` None when it never
+        loaded: every vector came from the cache), as results.json records them."""
+        return {"asked": self.device or "auto", "used": self._device_used and describe(self._device_used)}
+
     def load(self) -> Any:
         """Load the model now (it otherwise loads at its first use)."""
         return self._load()
@@ -81,9 +89,10 @@ class LabEmbedding(BaseEmbedding):
                 from transformers.utils import logging as hf_logging
 
                 hf_logging.disable_progress_bar()  # "Loading weights" bars, also when output is not a terminal
+                self._device_used = pick_device(self.device, "embedding.device")
                 self._model = HuggingFaceEmbedding(
                     model_name=self.model_location,
-                    device="cpu",
+                    device=self._device_used,
                     embed_batch_size=self.embed_batch_size,
                     normalize=True,
                     show_progress_bar=False,
@@ -160,6 +169,10 @@ class LabEmbedding(BaseEmbedding):
 
 
 def build_embedding(cfg: EmbeddingConfig, resolved: ResolvedModel, cache_root: Path | None) -> LabEmbedding:
+    """The experiment's embedding model, not loaded yet; a forced accelerator this machine lacks
+    stops here, at start-up (``auto`` and ``cpu`` are settled when the model loads)."""
+    if cfg.device in ("cuda", "mps"):
+        pick_device(cfg.device, "embedding.device")
     cache = VectorCache(cache_root / "embeddings.sqlite") if cache_root else None
     return LabEmbedding(
         resolved,
@@ -167,4 +180,5 @@ def build_embedding(cfg: EmbeddingConfig, resolved: ResolvedModel, cache_root: P
         embed_batch_size=cfg.batch_size,
         query_prefix=cfg.query_prefix,
         passage_prefix=cfg.passage_prefix,
+        device=cfg.device,
     )

@@ -9,10 +9,11 @@ The folder appears whole or not at all: it is written beside, then renamed into 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
-from lab.errors import ModelNotFoundError
+from lab.errors import DataError, ModelNotFoundError
 from lab.paths import cache_dir
 
 PREFIX = "tuned/"
@@ -47,15 +48,61 @@ def resolve_tuned(name: str, kind: str) -> Path:
             f"{kind} {name!r} has not been tuned on this machine (no {path / CARD})",
             hint=f"make it: lab tune {target} --kb KB --out {short}"
                  + (f"; tuned here: {', '.join(others)}" if others else ""))
+    check_weights(path, f"{kind} {name!r}")
     return path
 
 
 def read_card(path: Path) -> dict | None:
-    """The card of a tuned model folder, or None for any other folder."""
+    """The card of a tuned model folder, or None for any other folder; a damaged card is a
+    :class:`DataError` naming it."""
     card = Path(path) / CARD
     if not card.is_file():
         return None
-    return json.loads(card.read_text(encoding="utf-8"))
+    try:
+        doc = json.loads(card.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{card}: not a tuned model's card ({exc})",
+                        hint=f"tune the model again (lab tune ... --out {Path(path).name} --force)") from None
+    if not isinstance(doc, dict):
+        raise DataError(f"{card}: not a tuned model's card (not a JSON object)",
+                        hint=f"tune the model again (lab tune ... --out {Path(path).name} --force)")
+    return doc
+
+
+def weights_sha(folder: Path) -> str:
+    """The content hash of a model folder's weights (its ``*.safetensors``, names and bytes): a
+    tuned model's fingerprint, written into its card when it is saved."""
+    h = hashlib.sha256()
+    for f in sorted(Path(folder).rglob("*.safetensors")):
+        h.update(f.relative_to(folder).as_posix().encode() + b"\x00")
+        with open(f, "rb") as fh:
+            while block := fh.read(1 << 22):
+                h.update(block)
+    return h.hexdigest()[:16]
+
+
+#: Weights found sound in this process, by (file, size, modification time): hashed once.
+_SOUND: set[tuple] = set()
+
+
+def check_weights(path: Path, what: str) -> None:
+    """A tuned model's weights against its card's fingerprint: a file damaged, truncated or
+    replaced since ``lab tune`` wrote it is an error naming it, never used silently."""
+    files = sorted(Path(path).rglob("*.safetensors"))
+    stamp = tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+    if stamp in _SOUND:
+        return
+    card = read_card(path) or {}
+    fix = (f"tune it again: lab tune {card.get('target') or 'reranker'} ... --out {Path(path).name} --force "
+           f"(its options are in {Path(path) / 'README.md'})")
+    if not files:
+        raise DataError(f"{what}: {path} holds no weights (*.safetensors)", hint=fix)
+    got = weights_sha(path)
+    if got != card.get("fingerprint"):
+        raise DataError(f"{what}: the weights in {path} are not the ones its card names (content hash {got}, the "
+                        f"card says {card.get('fingerprint')}): damaged or replaced since lab tune wrote them",
+                        hint=fix)
+    _SOUND.add(stamp)
 
 
 def card_summary(card: dict) -> dict:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -216,7 +217,7 @@ def walk(root: Path, extensions: set[str], include_hidden: bool = False) -> tupl
             raise DataError(f"knowledge base {root}: {folder} is nested more than {MAX_DEPTH} folders deep",
                             hint="flatten the folder tree, or point data.knowledge_base at a shallower folder")
         for entry in sorted(folder.iterdir(), key=lambda p: p.name):
-            rel = entry.relative_to(root).as_posix()
+            rel = printable_name(entry.relative_to(root).as_posix())  # what is said of it: always text
             if entry.name.startswith(".") and not include_hidden:
                 kind = "folder" if entry.is_dir() else "file"
                 skipped.append(f"{rel}: hidden {kind} (set loader.include_hidden: true to load it)")
@@ -237,10 +238,30 @@ def walk(root: Path, extensions: set[str], include_hidden: bool = False) -> tupl
             if entry.is_dir():
                 visit(entry, depth + 1)
             elif entry.is_file() and entry.suffix.lower() in extensions:
+                if not utf8_name(entry.relative_to(root).as_posix()):  # a Latin-1 name on a UTF-8 system
+                    raise DataError(f"knowledge base {root}: the name '{rel}' is not UTF-8 (Latin-1?): a document's "
+                                    "name is its source in every run file, and must be text",
+                                    hint=f"rename it in UTF-8 (e.g. convmv -f latin1 -t utf8 --notest -r '{root}', "
+                                         "or mv), or move it out of the knowledge base")
                 files.append(entry)
 
     visit(root, 1)
     return sorted(files), skipped
+
+
+def utf8_name(name: str) -> bool:
+    """Whether a file name read from the file system is text: on a UTF-8 system, bytes that are not
+    UTF-8 come back as lone surrogates (Python's ``surrogateescape``), which no file can hold."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def printable_name(name: str) -> str:
+    """A file name as it can be printed: its undecodable bytes as ``\xe9``."""
+    return os.fsencode(name).decode("utf-8", "backslashreplace")
 
 
 def _looks_utf16(raw: bytes) -> bool:

@@ -35,6 +35,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from lab.config import ExperimentConfig, GuardrailConfig, HeadersConfig, MergeConfig, RerankerConfig
 from lab.errors import CacheError, LabError
+from lab.models.device import pick_device
 from lab.models.resolve import ResolvedModel, resolve_gguf, resolve_hf_model
 from lab.rag.sent import merge_by_document, send_headers, send_windows
 from lab.rag.documents import DocBoostReranker, DocTypeFilter
@@ -246,8 +247,9 @@ def _flag(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
 def _st(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
     from llama_index.core.postprocessor import SentenceTransformerRerank
 
+    device = pick_device(plan.cfg.device, "reranker.device")  # auto: CUDA, then MPS, then the CPU
     return _fused(plan, lambda top_n: SentenceTransformerRerank(model=plan.model.location, top_n=top_n,
-                                                                device="cpu"))
+                                                                device=device))
 
 
 @RERANKERS.register("llm_pointwise")

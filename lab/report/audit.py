@@ -109,6 +109,8 @@ def audit_lines(findings: dict, *, more: str = "the HTML page") -> list[str]:
                                           for c in cov["categories"]))
     out.append("folders: " + ", ".join(f"{f['folder']} {f['n_questions']} questions / {f['n_documents']} documents"
                                        for f in cov["folders"]))
+    for d in (findings.get("addressed") or [])[:SHOWN]:
+        out.append(f"addressed to an assistant or evaluator: {d['source']}: {'; '.join(d['reasons'])}")
     if cov["untouched"]:
         shown = ", ".join(cov["untouched"][:SHOWN])
         extra = f" and {len(cov['untouched']) - SHOWN} more in {more}" if len(cov["untouched"]) > SHOWN else ""
@@ -140,8 +142,18 @@ def checked_lines(by: dict | None) -> list[str]:
     return [f"checked by rules: {'; '.join(by['rules'])} ({by['rule_doubts']} rows doubted)",
             "checked by the model: " + (f"{model['n_supported']} of {model['n_checked']} reference answers supported "
                                         "by their spans" if model else "not asked (lab audit --check)"),
-            f"read by a person: {by['person']['n_read']} of {by['person']['n_rows']} rows",
+            _person(by["person"]),
             f"not seen by any of these: {by['unseen']}"]
+
+
+def _person(p: dict) -> str:
+    """What people read: the counts of a reviewed copy (older findings: how many rows, none read)."""
+    if not p.get("n_read"):
+        return f"read by a person: 0 of {p['n_rows']} rows" + (f" ({p['dropped']} dropped)" if p.get("dropped") else "")
+    dropped = f"; {p['dropped']} dropped, not in this set" if p.get("dropped") else ""
+    return (f"read by a person: {p['n_read']} of {p['n_rows']} rows ({p['kept']} kept, {p['fixed']} fixed{dropped}) "
+            f"by {', '.join(p['by'])}; unread: {p['n_rows'] - p['n_read']}, {p['doubted_unread']} of them doubted "
+            "by the rules")
 
 
 def folder_chart(folders: list[dict]) -> dict:

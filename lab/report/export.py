@@ -33,7 +33,7 @@ def rows(results: dict, samples: list[dict]) -> list[dict]:
             "question": s["question"],
             "keywords": "; ".join(s.get("keywords") or []),
             "keywords_missed": "; ".join(k for k, rank in (s.get("keyword_ranks") or {}).items() if not rank),
-            "retrieved_sources": "; ".join(c["source"] for c in s.get("retrieved") or []),
+            "retrieved_sources": "; ".join(c["source"] or "-" for c in s.get("retrieved") or []),
             "retrieved_ids": "; ".join(c["id"] for c in s.get("retrieved") or []),
         }
         for m in METRIC_COLUMNS:

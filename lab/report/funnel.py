@@ -31,14 +31,17 @@ def run_funnel(results: Mapping, samples: Sequence[Mapping]) -> dict:
 def unseen(funnel: Mapping) -> list[str]:
     """The stages a run's files cannot show, in words (for old runs and retrieval-only runs)."""
     stages = funnel.get("stages", [])
+    hidden = funnel.get("not_observed") or []  # a target's run: stages the system evaluated does not expose
     out = []
-    if RETRIEVAL in stages:
+    if hidden:
+        out += [f"{LABELS[s]} (not observed: the target does not expose it)" for s in hidden if s != "budget"]
+    elif RETRIEVAL in stages:
         out.append("where before the final list (the knowledge base, chunking, the first stage or the second: "
                    "this run did not record its candidates)")
     for stage, why in (("budget", "no context was built"), ("generation", "no answers"),
                        ("judge", "not judged")):
         if stage not in stages:
-            out.append(f"{LABELS[stage]} ({why})")
+            out.append(f"{LABELS[stage]} ({'not observed: the target does not expose it' if stage in hidden else why})")
     return out
 
 
@@ -175,7 +178,10 @@ def terminal_lines(runs: Sequence[tuple[str, Mapping, Sequence[Mapping]]], categ
         f"{(part(f) or {}).get('n', 0):>{col}}" for _, f in funnels))
     for labels, line in blind_groups(funnels):
         out.append(f"{', '.join(labels)}: cannot see {line}")
-    for ((la, _, sa), (_, fa)), ((lb, _, sb), (_, fb)) in zip(zip(runs, funnels), zip(runs[1:], funnels[1:])):
+    for ((la, ra, sa), (_, fa)), ((lb, rb, sb), (_, fb)) in zip(zip(runs, funnels), zip(runs[1:], funnels[1:])):
+        if (ra.get("data") or {}).get("eval_sha256") != (rb.get("data") or {}).get("eval_sha256"):
+            out += ["", f"{la} -> {lb}: not paired: different eval sets (a question id may name another question)"]
+            continue
         if category is not None:
             sa = [s for s in sa if s.get("category") == category]
             sb = [s for s in sb if s.get("category") == category]

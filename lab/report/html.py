@@ -21,6 +21,7 @@ from lab.metrics import catalog
 from lab.metrics.aggregate import SMALL_CATEGORY
 from lab.metrics.catalog import fmt, fmt_delta
 from lab.paths import write_atomic
+from lab.report.addressed import addressed_view
 from lab.report.export import write_exports
 from lab.report.funnel import evidence, funnel_view, run_funnel
 from lab.runfiles import load_run, values
@@ -219,7 +220,7 @@ def reference_title(metric: str, ref: tuple[float, str]) -> str:
 # The judge's perturbation checks (results.json ``judge_checks``; optional: older runs lack it)
 
 #: The check measures, in the order a kind's rows are shown.
-CHECK_MEASURES = ("sensitivity", "specificity", "invariance", "resistance")
+CHECK_MEASURES = ("sensitivity", "specificity", "invariance", "resistance", "above")
 #: A share this far under its goal is amber ("ok"); further is red.
 NEAR_GOAL = 0.1
 #: Characters of a perturbed answer shown in the run page's list of checked items.
@@ -230,6 +231,8 @@ def check_label(measure: str, kind: str, dimension: str) -> str:
     """A check in words: "wrong fact lowers accuracy", "paraphrase keeps completeness"."""
     if measure == "resistance":
         return f"{kind.replace('_', ' ')} does not raise the {'mean score' if dimension == 'mean' else dimension}"
+    if measure == "above":  # a correct answer cut short against the wrong one (lab.metrics.perturbation.ABOVE)
+        return f"{kind.replace('_', ' ')} scores above wrong fact on {dimension}"
     return f"{kind.replace('_', ' ')} {'lowers' if measure == 'sensitivity' else 'keeps'} {dimension}"
 
 
@@ -313,7 +316,8 @@ def judge_checks_view(results: dict) -> dict | None:
         for m, d, share in measured:
             g = by_key.get((m, kind, d)) or {}
             rows.append({"key": f"{m}:{kind}:{d}", "label": check_label(m, kind, d), "measure": m, "dimension": d,
-                         "share": share, "n": row.get("n", 0), "goal": g.get("goal"), "met": g.get("met"),
+                         "share": share, "n": row.get("n_above" if m == "above" else "n", 0), "goal": g.get("goal"),
+                         "met": g.get("met"),
                          "level": goal_level(share, g.get("goal")), "change": (row.get("mean_change") or {}).get(d)})
         sections.append({"kind": kind, "label": kind.replace("_", " "), "n": row.get("n", 0),
                          "n_skipped": row.get("n_skipped", 0),
@@ -387,6 +391,7 @@ def run_html(results: dict, samples: list[dict], served: dict | None = None) -> 
         r=results, samples=samples, v=view, level=view["level"], failure_kinds=failure_kinds,
         page_rows=PAGE_ROWS, checks=judge_checks_view(results), reference_title=reference_title,
         reference_text=reference_text, scale_rule=scale_rule(), evidence=evidence, served=served,
+        addressed=addressed_view(samples),
     )
 
 

@@ -11,6 +11,7 @@ from lab.errors import DataError
 from lab.metrics import catalog
 from lab.metrics.catalog import fmt_delta
 from lab.paths import write_atomic
+from lab.stats.sequences import LABELS, LEGACY_SEQUENCE
 
 PLOT_W, PLOT_H, PAD = 560, 180, 40
 REASONS = {"difference": "every metric's confidence sequence excluded 0",
@@ -24,11 +25,19 @@ REASONS = {"difference": "every metric's confidence sequence excluded 0",
 
 
 def load(folder: Path) -> dict:
+    """A race folder's ``race.json``; a race recorded before races named their confidence sequence
+    read the empirical-Bernstein one, and says so (``sequence``)."""
     path = Path(folder) / "race.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        race = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise DataError(f"{path}: no such file", hint="pass a race folder: reports/_race/A--B/<run-id>") from None
+    return {**race, "sequence": race.get("sequence") or LEGACY_SEQUENCE}
+
+
+def sequence_text(race: dict) -> str:
+    """The name of the confidence sequence a race read, in words."""
+    return LABELS.get(race["sequence"], str(race["sequence"]))
 
 
 def plots(race: dict) -> list[dict]:
@@ -66,7 +75,8 @@ def lines(race: dict) -> list[str]:
     if race.get("margin") is not None and race["reason"] in ("exhausted", "budget"):
         why = why.replace("the fixed-n paired test decides", "the fixed-n gate decides")
     out = [f"{b} against {a}{' (gate, margin %g)' % race['margin'] if race.get('margin') is not None else ''}: "
-           f"stopped after {race['stopped_at']} of {race['n_total']} questions ({race['reason']}: {why})"]
+           f"stopped after {race['stopped_at']} of {race['n_total']} questions ({race['reason']}: {why})",
+           f"  read with the {sequence_text(race)}"]
     for m, v in race["verdicts"].items():
         if v.get("n"):
             out.append(f"  {m}: {v['verdict']}, {b} - {a} {fmt_delta(m, v['mean'])}, "
@@ -99,7 +109,8 @@ def render_race(folder: Path, junit: Path | None = None) -> tuple[list[str], boo
     race = load(folder)
     runs = load_runs([race["runs"][race["a"]], race["runs"][race["b"]]], Path(folder).parent)
     page = render_compare(runs, Path(folder), force=True, race={**race, "plots": plots(race),
-                                                                 "reason_text": REASONS[race["reason"]]})
+                                                                 "reason_text": REASONS[race["reason"]],
+                                                                 "sequence_text": sequence_text(race)})
     out = lines(race)
     passed = None
     undecided = race["reason"] in ("exhausted", "budget")
@@ -137,7 +148,7 @@ def race_junit(race: dict) -> str:
     props = ET.SubElement(suite, "properties")
     for name, value in (("baseline", race["runs"][race["a"]]), ("candidate", race["runs"][race["b"]]),
                         ("alpha", f"{race['alpha']:g}"), ("margin", f"{race['margin']:g}"),
-                        ("method", "sequential: empirical-Bernstein confidence sequence (Waudby-Smith & Ramdas)"),
+                        ("method", f"sequential: {sequence_text(race)}"),
                         ("questions", f"{race['stopped_at']} of {race['n_total']}")):
         ET.SubElement(props, "property", {"name": name, "value": value})
     for m, v in race["verdicts"].items():

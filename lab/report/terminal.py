@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from lab.metrics import catalog
 from lab.metrics.catalog import fmt
+from lab.report.addressed import addressed_line
 from lab.report.html import differs_text, judge_checks_view, pct, values
 from lab.stats.paired import bootstrap_ci
 
@@ -50,6 +51,8 @@ def summary_lines(results: dict, samples: list[dict], intervals: bool = True) ->
                    f"reference {c['mismatched_mean']:.2f}, separated in {100 * c['separated']:.0f}% of "
                    f"{calib['n_pairs']} questions")
     out += judge_checks_lines(results)
+    if addressed := addressed_line(samples):
+        out.append(addressed)
     for role, u in (results.get("llm_usage") or {}).items():
         cost = f", ${u['cost_usd']:.4f}" if u.get("cost_usd") else ""
         out.append(f"{role} LLM: {u['calls']} calls, {u['cached']} from cache, {u['prompt_tokens']} prompt + "
@@ -67,7 +70,8 @@ def judge_checks_lines(results: dict) -> list[str]:
         return []
     parts, prev = [], None
     for g in v["goals"]:
-        head = (g["measure"] == "sensitivity", g["kind"])  # "paraphrase keeps accuracy 94%, completeness 81%"
+        # "paraphrase keeps accuracy 94%, completeness 81%"; "partial scores above wrong fact on accuracy" apart
+        head = (g["measure"] if g["measure"] in ("sensitivity", "above") else "keeps", g["kind"])
         shown = ("not measured" if g["share"] is None
                  else pct(g["share"]) + (f" (goal {pct(g['goal'])})" if g["met"] is False else ""))
         parts.append(f"{g['dimension'] if head == prev else g['label']} {shown}")
@@ -85,10 +89,11 @@ def judge_checks_lines(results: dict) -> list[str]:
 
 
 def all_failed(results: dict, samples: list[dict]) -> str | None:
-    """What a written run failed to measure at all: every answer failed, or every judgement did
-    (with the first error), else None. Such a run is kept, but its answer and judge metrics say
-    nothing, and ``lab run`` says so and exits with code 3."""
-    for section, key, what in (("answers", "answer", "answer"), ("judge", "judgement", "judgement")):
+    """What a written run failed to measure at all: every call to its target failed, every answer
+    failed, or every judgement did (with the first error), else None. Such a run is kept, but its
+    metrics of that stage say nothing, and ``lab run`` says so and exits with code 3."""
+    for section, key, what in (("target", "target", "call to the target"), ("answers", "answer", "answer"),
+                               ("judge", "judgement", "judgement")):
         counts = results.get(section) or {}
         n = counts.get("n", counts.get("n_judged", 0) + counts.get("n_failed", 0))
         failed = counts.get("failed", counts.get("n_failed", 0))

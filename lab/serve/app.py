@@ -19,8 +19,10 @@ request needs the token (``Authorization: Bearer``, the cookie a first ``?token=
 compared in constant time. A POST must come from the app's own pages: a JSON body and, where the
 browser says, the same origin; a cross-origin POST is refused (403). Every text is escaped by the
 templates' autoescaping, JSON inside a page is escaped for ``<script>``, and the pages forbid
-every source but their own (Content-Security-Policy). Only run folders and the files directly in
-them are served: any other path, ``../`` or encoded, is 404.
+every source but their own (Content-Security-Policy): no inline script runs (a page's script is a
+file, ``/static/NAME.js``, that writes values into the page as text: :mod:`lab.serve.static`).
+Only run folders and the files directly in them are served: any other path, ``../`` or encoded,
+is 404.
 """
 
 from __future__ import annotations
@@ -44,13 +46,14 @@ from lab.report.compare import Run, compare_html, labelled
 from lab.report.html import environment, run_html
 from lab.runfiles import load_run
 from lab.serve.labels import agreement, dumps
+from lab.serve.review_pages import ReviewPages
+from lab.serve.reviews import ReviewSet
 from lab.serve.runs import RunIndex, groups, run_key
+from lab.serve.static import CSP, script
 
 TOKEN_COOKIE = "lab_token"
 #: Pages rendered and kept, newest last (a run's files do not change once written).
 PAGE_CACHE = 32
-CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src 'self' data:; "
-       "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
            "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
 
@@ -139,10 +142,19 @@ class Pages:
     def __init__(self, reports_root: Path):
         self.root = Path(reports_root)
         self.index = RunIndex(self.root)
-        self.store = LabelStore(self.root)
+        self._store: LabelStore | None = None
         self.env = environment()
         self._cache: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
+
+    @property
+    def store(self) -> LabelStore:
+        """The labels store, opened on first use: a reports folder where it cannot be (read-only)
+        is served all the same, and the pages that need labels say why (a LabError)."""
+        with self._lock:
+            if self._store is None:
+                self._store = LabelStore(self.root)
+            return self._store
 
     # -- helpers ---------------------------------------------------------------------------------
     def _cached(self, key: tuple, make) -> str:
@@ -172,11 +184,15 @@ class Pages:
     # -- pages -----------------------------------------------------------------------------------
     def home(self, request: Request) -> Response:
         rows, broken = self.index.rows()
-        counts = self.store.counts()
+        try:
+            counts = self.store.counts()
+        except LabError as exc:  # a read-only reports folder: served, without labels
+            counts, broken = {}, broken + [{"key": "labels.sqlite", "why": f"{exc} ({exc.hint})"}]
         for r in rows:
             r["n_labels"] = counts.get(f"{r['name']}/{r['run_id']}", 0)
+        running = self.index.running(broken)
         html = self.env.get_template("serve_runs.html").render(
-            groups=groups(rows), broken=broken, running=self.index.running(), n=len(rows), root=str(self.root))
+            groups=groups(rows), broken=broken, running=running, n=len(rows), root=str(self.root))
         return HTMLResponse(html)
 
     def run_page(self, request: Request) -> Response:
@@ -263,8 +279,11 @@ class Pages:
             return not_found()
         folder, base = found
         results, samples = self._loaded(folder)
-        a = agreement(self.store, results, samples, folder)
-        assigned = self.store.assigned(run_key(results))
+        try:
+            a = agreement(self.store, results, samples, folder)
+            assigned = self.store.assigned(run_key(results))
+        except LabError as exc:  # no labels store (a read-only reports folder), or labels it cannot pair
+            return plain(f"{exc}" + (f"\nfix: {exc.hint}" if exc.hint else ""), 503)
         html = self.env.get_template("serve_agreement.html").render(
             r=results, base=base, a=a, assigned={k: len(v) for k, v in assigned.items()},
             command=f"lab agree {shlex.quote(str(folder))}",
@@ -277,7 +296,11 @@ class Pages:
             return not_found()
         results, _ = self._loaded(found[0])
         annotator = request.query_params.get("annotator") or ""
-        return Response(dumps(self.store.export(results, annotator)), media_type="application/json",
+        try:
+            labels = self.store.export(results, annotator)
+        except LabError as exc:  # no labels store (a read-only reports folder)
+            return plain(f"{exc}" + (f"\nfix: {exc.hint}" if exc.hint else ""), 503)
+        return Response(dumps(labels), media_type="application/json",
                         headers={"Content-Disposition": 'attachment; filename="labels.json"'})
 
     # -- JSON --------------------------------------------------------------------------------------
@@ -286,7 +309,8 @@ class Pages:
         return JSONResponse({"runs": rows, "broken": broken})
 
     def api_running(self, request: Request) -> Response:
-        return JSONResponse({"running": self.index.running()})
+        broken: list[dict] = []
+        return JSONResponse({"running": self.index.running(broken), "broken": broken})
 
     async def _body(self, request: Request) -> dict:
         try:
@@ -344,10 +368,13 @@ class Pages:
         return JSONResponse({"assigned": counts})
 
 
-def create_app(reports_root: Path, token: str | None = None, local: bool = True) -> Guard:
+def create_app(reports_root: Path, token: str | None = None, local: bool = True,
+               review_sets: tuple[ReviewSet, ...] = ()) -> Guard:
     """The app over ``reports_root``: ``token`` needed on every request when set; ``local``: bound
-    to a loopback address (the Host header must name this machine)."""
+    to a loopback address (the Host header must name this machine); ``review_sets``: the eval
+    sets offered in the review queue (``/review``)."""
     pages = Pages(reports_root)
+    reviews = ReviewPages(pages.root, pages.env, review_sets, pages._body)
     # loaded now, not by the first comparison a user waits for (1.2 s together)
     import scipy.stats  # noqa: F401
     import statsmodels.stats.multitest  # noqa: F401
@@ -362,10 +389,14 @@ def create_app(reports_root: Path, token: str | None = None, local: bool = True)
         Route(run + "/labels.json", pages.labels_json),
         Route(run + "/files/{file}", pages.run_file),
         Route("/favicon.ico", lambda request: Response(status_code=204)),  # browsers ask; there is none
+        Route("/static/{file}", script),  # the pages' scripts (lab.serve.static)
         Route("/api/runs", pages.api_runs),
         Route("/api/running", pages.api_running),
         Route("/api/labels", pages.api_label, methods=["POST"]),
         Route("/api/assign", pages.api_assign, methods=["POST"]),
+        Route("/review", reviews.sets_page),
+        Route("/review/{key}", reviews.page),
+        Route("/api/review", reviews.api_review, methods=["POST"]),
     ])
     app.state.pages = pages
 

@@ -12,6 +12,7 @@ The headline intervals are the run page's: a percentile bootstrap of the mean ov
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import socket
@@ -19,8 +20,9 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, NoReturn
 
-from lab.errors import LabError
+from lab.errors import DataError, LabError
 from lab.faults import pid_alive
 from lab.metrics import catalog
 from lab.report.html import judge_method
@@ -45,30 +47,79 @@ def _short_kb(path: str | None) -> str:
     return "/".join(str(path or "").replace("\\", "/").split("/")[-2:])
 
 
+#: What a JSON value is, in an error.
+_KIND = {bool: "true or false", int: "a whole number", float: "a number", str: "a string", list: "a list",
+         dict: "an object", type(None): "null"}
+#: The fix of a damaged run folder, and of a damaged status file.
+RUN_FIX = "the file was damaged or edited by hand: rerun the experiment, or move the folder away"
+STATUS_FIX = "a run writes it as it goes: remove the file if no run is going"
+
+
+def typed(doc: object, path: tuple[str, ...], kinds: tuple[type, ...], where: Path, fix: str = RUN_FIX) -> Any:
+    """``doc[path[0]][path[1]]...``, or None where a key along the way is missing or null; a value
+    of another type than ``kinds`` (an object where a string belongs, a string where a number
+    does, a number that is not finite) is a :class:`DataError` naming the file and the field."""
+    value = doc
+    for i, key in enumerate(path):
+        if not isinstance(value, dict):
+            return _wrong(path[:i], value, (dict,), where, fix)
+        value = value.get(key)
+        if value is None:
+            return None
+    if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds) \
+            or isinstance(value, float) and not math.isfinite(value):
+        return _wrong(path, value, kinds, where, fix)
+    return value
+
+
+def _wrong(path: tuple[str, ...], value: object, kinds: tuple[type, ...], where: Path, fix: str = RUN_FIX
+           ) -> NoReturn:
+    shown = "a number that is not finite" if isinstance(value, float) and not math.isfinite(value) \
+        else _KIND.get(type(value), type(value).__name__)
+    raise DataError(f"{where}: {'.'.join(path) or 'the file'} is {shown}, not "
+                    f"{' or '.join(_KIND[k] for k in kinds)}",
+                    hint=fix)
+
+
 def summarise(folder: Path, rel: str) -> dict:
-    """A run's row (see the module): raises :class:`lab.errors.LabError` for a damaged run."""
+    """A run's row (see the module): raises :class:`lab.errors.LabError` for a damaged run, one
+    whose fields are not of their types included (:func:`typed`), so that the row is plain
+    strings and finite numbers, whatever the files hold."""
     results, samples = load_run(folder)
-    data, sample = results.get("data") or {}, results.get("sample") or {}
-    judge = (results.get("models") or {}).get("judge")
-    overall = results["metrics"].get("overall") or {}
+    where = folder / "results.json"
+
+    def get(*path: str, kinds: tuple[type, ...] = (str,)) -> Any:
+        return typed(results, path, kinds, where)
+
+    number = (int, float)
+    for i, s in enumerate(samples, start=1):
+        if not isinstance(s.get("metrics"), dict):
+            _wrong(("metrics",), s.get("metrics"), (dict,), folder / f"samples.jsonl (question {i})")
     metrics = {}
+    typed(results, ("metrics", "overall"), (dict,), where)
     for m in HEADLINE:
-        cell = overall.get(m)
-        if cell and cell.get("mean") is not None:
+        mean = get("metrics", "overall", m, "mean", kinds=number)
+        if mean is not None:
             ci = bootstrap_ci(values(samples, m))
-            metrics[m] = {"mean": cell["mean"], "n": cell.get("n"), "ci": list(ci) if ci else None,
-                          "text": catalog.fmt(m, cell["mean"])}
+            metrics[m] = {"mean": mean, "n": get("metrics", "overall", m, "n", kinds=(int,)),
+                          "ci": list(ci) if ci and all(math.isfinite(x) for x in ci) else None,
+                          "text": catalog.fmt(m, mean)}
+    judge = get("models", "judge", kinds=(dict,))
+    for path in (("judge_checks", "method"), ("config", "judge", "method")):  # what judge_method reads
+        get(*path)
+    n = get("sample", "n_questions", kinds=(int,))
+    get("sample", "is_sample", kinds=(bool,))
     status = ("race" if results.get("sequential") else "sample" if is_sample(results) else "full")
     return {
-        "key": f"{rel}", "name": results.get("name"), "run_id": results.get("run_id"),
-        "created_at": results.get("created_at"), "description": results.get("description") or "",
-        "eval_set": Path(str(data.get("eval_set") or "-")).name, "eval_sha": str(data.get("eval_sha256") or "")[:10],
-        "kb": _short_kb(data.get("knowledge_base")), "corpus_sha": str(data.get("corpus_sha256") or "")[:10],
-        "n": sample.get("n_questions", len(samples)), "n_total": sample.get("n_total"), "status": status,
-        "judge": f"{judge.get('model')} ({judge_method(results)})" if judge else "",
+        "key": f"{rel}", "name": get("name") or folder.parent.name, "run_id": get("run_id") or folder.name,
+        "created_at": get("created_at"), "description": get("description") or "",
+        "eval_set": Path(get("data", "eval_set") or "-").name, "eval_sha": (get("data", "eval_sha256") or "")[:10],
+        "kb": _short_kb(get("data", "knowledge_base")), "corpus_sha": (get("data", "corpus_sha256") or "")[:10],
+        "n": len(samples) if n is None else n, "n_total": get("sample", "n_total", kinds=(int,)), "status": status,
+        "judge": f"{get('models', 'judge', 'model')} ({judge_method(results)})" if judge else "",
         "judged": any(s.get("judgement") for s in samples),
-        "fingerprint": results.get("config_fingerprint"), "metrics": metrics,
-        "total_s": (results.get("timings") or {}).get("total_s"),
+        "fingerprint": get("config_fingerprint"), "metrics": metrics,
+        "total_s": get("timings", "total_s", kinds=number),
     }
 
 
@@ -113,8 +164,8 @@ class RunIndex:
                     row: dict | str = summarise(folder, rel)
                 except LabError as exc:
                     row = str(exc)
-                except (OSError, ValueError, KeyError, TypeError) as exc:
-                    row = f"{folder}: cannot be read ({exc})"
+                except Exception as exc:  # noqa: BLE001 - one run's files, whatever they hold, never the whole table
+                    row = f"{folder}: cannot be read ({type(exc).__name__}: {exc})"
                 with self._lock:
                     self._rows[rel] = cached = (stamp, row)
             if isinstance(cached[1], str):
@@ -140,22 +191,66 @@ class RunIndex:
             return None
         return folder if (folder / "results.json").is_file() else None
 
-    def running(self) -> list[dict]:
+    def running(self, broken: list[dict] | None = None) -> list[dict]:
         """The runs in progress: each status file whose process is alive (or, on another host,
-        that changed in the last :data:`STALE_S` seconds), with the run's progress and ETA."""
+        that changed in the last :data:`STALE_S` seconds), with the run's progress and ETA. A
+        damaged status file (another type than its field's, a pid that is no process id) is added
+        to ``broken`` with why, and left out."""
         out = []
-        host = socket.gethostname()
+        host, now = socket.gethostname(), time.time()
         for path in self.root.glob(f"*/{RUNNING_GLOB}"):
-            doc = read_running(path)
-            if doc is None:
+            try:
+                row = status_row(path, host, now)
+            except LabError as exc:
+                if broken is not None:
+                    broken.append({"key": f"{path.parent.name}/{path.name}", "why": str(exc)})
                 continue
-            alive = pid_alive(doc["pid"]) if doc.get("host") == host else time.time() - doc.get("updated_at", 0) < STALE_S
-            if alive:
-                row = {k: doc.get(k) for k in ("name", "pid", "stage", "done", "total", "elapsed_s", "eta_s",
-                                               "started_at", "updated_at")}
-                row["running_s"] = round(max(0.0, time.time() - (doc.get("started_at") or time.time())), 1)
+            if row is not None:
                 out.append(row)
-        return sorted(out, key=lambda d: d.get("started_at") or 0)
+        return sorted(out, key=lambda d: d["started_at"] or 0)
+
+
+#: The largest process id a system gives (Linux's pid_max ceiling, 2**22); 0 and -1 name groups.
+MAX_PID = 2 ** 22
+#: How far ahead of this machine's clock another host's may be.
+CLOCK_SKEW_S = 60
+
+
+def status_row(path: Path, host: str, now: float) -> dict | None:
+    """The row of a run in progress from its status file, None where the run is over (the file
+    gone, its process dead, or not replaced for :data:`STALE_S` seconds; the older of the file's
+    own time and the time it claims counts, so a claim from the future does not keep a row);
+    :class:`DataError` for a damaged file."""
+    doc = read_running(path)
+    if doc is None:
+        if not path.is_file():
+            return None  # removed as it was read: the run has just ended
+        raise DataError(f"{path}: not a run's status (a JSON object with a whole-number pid)", hint=STATUS_FIX)
+    pid = doc["pid"]
+    if isinstance(pid, bool) or not 0 < pid <= MAX_PID:
+        raise DataError(f"{path}: pid {pid} is not a process id", hint=STATUS_FIX)
+
+    def get(key: str, *kinds: type) -> Any:
+        return typed(doc, (key,), kinds, path, STATUS_FIX)
+
+    row = {"name": get("name", str), "pid": pid, "stage": get("stage", str), "done": get("done", int),
+           "total": get("total", int)}
+    for key in ("elapsed_s", "eta_s", "started_at", "updated_at"):
+        row[key] = get(key, int, float)
+    if not row["name"]:
+        raise DataError(f"{path}: name is missing", hint=STATUS_FIX)
+    if get("host", str) == host:
+        alive = pid_alive(pid)
+    else:
+        try:
+            last = min(path.stat().st_mtime, row["updated_at"] or 0.0)
+        except OSError:
+            return None
+        alive = -CLOCK_SKEW_S < now - last < STALE_S
+    if not alive:
+        return None
+    row["running_s"] = round(max(0.0, now - (row["started_at"] or now)), 1)
+    return row
 
 
 def groups(rows: list[dict]) -> list[dict]:

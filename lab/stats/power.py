@@ -32,7 +32,7 @@ from lab.errors import LabError
 from lab.metrics.catalog import fmt_delta, is_score
 from lab.runfiles import values
 from lab.stats.paired import paired_deltas
-from lab.stats.sequential import eb_cs
+from lab.stats.sequences import DEFAULT_SEQUENCE, SEQUENCES, first_exclusion
 
 ALPHA, POWER = 0.05, 0.80
 #: The correlation assumed between two pipelines' per-question values when only one run is
@@ -141,14 +141,16 @@ def diff_range(metric: str) -> tuple[float, float]:
 
 
 def sequential_n(delta: float, sd_d: float, metric: str, alpha: float = ALPHA, max_n: int = 2000,
-                 deltas: Sequence[float] | None = None, paths: int = SEQ_PATHS, seed: int = SEQ_SEED) -> dict | None:
-    """Questions until the sequential rule (:func:`lab.stats.sequential.eb_cs` at ``alpha``, look
-    after every question, stop when the sequence excludes 0) decides, were the true mean
-    difference ``delta``: simulated over ``paths`` monitoring paths of at most ``max_n`` questions.
-    The per-question differences are the observed ``deltas`` shifted to mean ``delta`` where given
-    (resampled), else normal with sd ``sd_d``; clipped to the metric's range. Returns the median
-    and 90th percentile of the questions used, and the share decided within ``max_n`` (None for
-    sd 0)."""
+                 deltas: Sequence[float] | None = None, paths: int = SEQ_PATHS, seed: int = SEQ_SEED,
+                 sequence: str = DEFAULT_SEQUENCE, t_opt: int | None = None) -> dict | None:
+    """Questions until the sequential rule (the confidence sequence ``sequence`` of
+    :mod:`lab.stats.sequences` at ``alpha``, looked at after every question, stopped when it
+    excludes 0; ``t_opt`` tunes the normal mixture) decides, were the true mean difference
+    ``delta``: simulated over ``paths`` monitoring paths of at most ``max_n`` questions. The
+    per-question differences are the observed ``deltas`` shifted to mean ``delta`` where given
+    (resampled), else normal with sd ``sd_d``; clipped to the metric's range. Every sequence reads
+    the same paths (one seed). Returns the median and 90th percentile of the questions used, and
+    the share decided within ``max_n`` (None for sd 0)."""
     if not sd_d or sd_d <= 0:
         return None
     lo, hi = diff_range(metric)
@@ -158,10 +160,9 @@ def sequential_n(delta: float, sd_d: float, metric: str, alpha: float = ALPHA, m
         x = rng.choice(base - base.mean() + delta, size=(paths, max_n))
     else:
         x = rng.normal(delta, sd_d, size=(paths, max_n))
-    cs = eb_cs(np.clip(x, lo, hi), alpha, lo, hi)
-    decided = (cs.lower > 0) | (cs.upper < 0)
-    hit = decided.any(axis=1)
-    n = np.where(hit, decided.argmax(axis=1) + 1, max_n)
+    first = first_exclusion(sequence, np.clip(x, lo, hi), alpha, lo, hi, 0.0, t_opt)
+    hit = first > 0
+    n = np.where(hit, first, max_n)
     return {"median": int(np.median(n)), "p90": int(np.percentile(n, 90)), "decided": float(hit.mean()),
             "max_n": max_n, "paths": paths}
 
@@ -223,7 +224,8 @@ def plan(runs: list[tuple[str, list[dict]]], metric: str, delta: float | None = 
         needed = needed_n(delta / sd_d, alpha, power) if delta and sd_d else None
         observed = (paired_deltas(*(_by_id(samples, metric, cat) for _, samples in runs)) if len(runs) == 2
                     else None)
-        seq = (sequential_n(delta, sd_d, metric, alpha, max_n=max(500, 10 * (needed or 50)), deltas=observed)
+        seq = ({name: sequential_n(delta, sd_d, metric, alpha, max_n=max(500, 10 * (needed or 50)), deltas=observed,
+                                   sequence=name, t_opt=n or None) for name in SEQUENCES}
                if delta and sd_d else None)
         rows.append({"name": name, "n": n, "sd_d": sd_d, "mde": least, "mde_why": why, "needed": needed,
                      "sequential": seq})
@@ -253,12 +255,23 @@ def plan_lines(p: dict) -> list[str]:
     if p["delta"] and any(r.get("sequential") for r in p["rows"]):
         out.append(f"  sequentially (lab race: look after every question, stop when an anytime-valid confidence "
                    f"sequence at alpha {p['alpha']:g} excludes 0), questions to a decision were the true difference "
-                   f"{fmt_delta(m, p['delta']).lstrip('+')}: median / 90th percentile of {SEQ_PATHS} simulated paths")
+                   f"{fmt_delta(m, p['delta']).lstrip('+')}: median / 90th percentile of {SEQ_PATHS} simulated paths, "
+                   f"per --sequence of lab race ({DEFAULT_SEQUENCE}: the default; normal-mixture: asymptotic, "
+                   "tuned for the questions there are now)")
+        out.append(f"    {'':<14}" + "".join(f"{name:>22}" for name in SEQUENCES))
         for r in p["rows"]:
-            q = r.get("sequential")
-            if q:
-                late = "" if q["decided"] >= 0.995 else f"; {1 - q['decided']:.0%} undecided after {q['max_n']:,}"
-                out.append(f"    {r['name']:<14}{q['median']:>7,} / {q['p90']:,}{late}")
+            seqs = r.get("sequential")
+            if seqs:
+                cells = []
+                for name in SEQUENCES:
+                    q = seqs[name]
+                    late = "" if q["decided"] >= 0.995 else f" ({1 - q['decided']:.0%} undecided)"
+                    cells.append(f"{q['median']:,} / {q['p90']:,}{late}")
+                out.append(f"    {r['name']:<14}" + "".join(f"{c:>22}" for c in cells))
+        simulated = [q for r in p["rows"] if r.get("sequential") for q in r["sequential"].values()]
+        if any(q["decided"] < 0.995 for q in simulated):
+            out.append(f"    (undecided: the share of paths still undecided after the most questions simulated, "
+                       f"{max(q['max_n'] for q in simulated):,})")
     cats = sum(r["name"] != "overall" for r in p["rows"])
     out.append(f"  never fewer than {p['min_n']} questions: under that a permutation test cannot reach "
                f"p < {p['alpha']:g}")

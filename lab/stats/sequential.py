@@ -8,10 +8,12 @@ looked at after every question and the comparison stopped the moment it is clear
 time), with no inflation from peeking. A fixed-n confidence interval or t-test looked at after every
 question has no such guarantee (its false-positive rate grows with each look).
 
-- :func:`eb_cs` (the lab's default): the predictable plug-in empirical-Bernstein CS of
+- :func:`eb_cs`: the predictable plug-in empirical-Bernstein CS of
   Waudby-Smith & Ramdas (2023). Nonasymptotic: valid at every t for observations bounded in a known
   ``[lo, hi]``, which every per-question metric difference is (MRR, recall, a 0/1 judge verdict:
   ``d_i`` lies in ``[-1, 1]``).
+- (:func:`lab.stats.betting.betting_cs`, the hedged-capital betting CS of the same paper, is the
+  races' default: as valid, and narrower where the differences spread much less than their range.)
 - :func:`normal_mixture_cs`: the asymptotic Gaussian-mixture CS of Waudby-Smith, Arbour, Sinha,
   Kennedy & Ramdas (2024); narrower, no bounds needed, but only valid as t grows.
 - :func:`decide` and :func:`gate_decide`: the stopping rules (difference / futile / continue, and the
@@ -51,7 +53,7 @@ class ConfidenceSequence(NamedTuple):
     upper: np.ndarray
 
 
-def _observations(x) -> np.ndarray:
+def observations(x) -> np.ndarray:
     """``x`` as a float array of observations: a sequence (or paths of them), every value finite."""
     xs = np.asarray(x, dtype=float)
     if xs.ndim == 0:
@@ -61,7 +63,7 @@ def _observations(x) -> np.ndarray:
     return xs
 
 
-def _check_alpha(alpha: float) -> None:
+def check_alpha(alpha: float) -> None:
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
 
@@ -126,12 +128,12 @@ def eb_cs(
     Returns:
         ``ConfidenceSequence(lower, upper)``, each of the shape of ``x``.
     """
-    _check_alpha(alpha)
+    check_alpha(alpha)
     if not hi > lo:
         raise ValueError(f"need lo < hi, got lo={lo}, hi={hi}")
     if not 0 < c < 1:
         raise ValueError(f"the truncation c must be in (0, 1), got {c}")
-    xs = _observations(x)
+    xs = observations(x)
     scale = hi - lo
     y = (xs - lo) / scale
     if y.size and (y.min() < -_RANGE_TOLERANCE or y.max() > 1 + _RANGE_TOLERANCE):
@@ -187,7 +189,7 @@ def optimal_rho2(t_opt: float, alpha: float = 0.05) -> float:
     ``t_opt`` must be fixed before the data are seen (the planned number of questions, say), never
     the current length of the data: a ``rho2`` that moves with the data voids the guarantee.
     """
-    _check_alpha(alpha)
+    check_alpha(alpha)
     if not t_opt > 0:
         raise ValueError(f"t_opt must be positive, got {t_opt}")
     a = -2 * math.log(alpha)
@@ -222,9 +224,9 @@ def normal_mixture_cs(
     differences (every question tied, ``d_i = 0``) gives sigma_t = 0 and a zero-width interval, which
     is why the running intersection is off by default here. (On 5-valued differences in [-1, 1],
     simulated, the share of paths it ever misses the mean is about 0.1-0.3 counting from t = 2, but
-    about alpha counting from t = 10 on.) The lab's default is :func:`eb_cs`,
-    which is valid at every t for bounded metrics; use this one only where no bounds are known or
-    for comparison.
+    about alpha counting from t = 10 on.) The races' default, :func:`lab.stats.betting.betting_cs`,
+    and :func:`eb_cs` are valid at every t for bounded metrics; use this one only where no bounds
+    are known or for comparison.
 
     Args:
         x: the observations in order, shape ``(n,)``, or ``(..., n)`` for many paths at once.
@@ -236,12 +238,12 @@ def normal_mixture_cs(
     Returns:
         ``ConfidenceSequence(lower, upper)``, each of the shape of ``x``.
     """
-    _check_alpha(alpha)
+    check_alpha(alpha)
     if rho2 is None:
         rho2 = optimal_rho2(t_opt, alpha)
     if not rho2 > 0:
         raise ValueError(f"rho2 must be positive, got {rho2}")
-    xs = _observations(x)
+    xs = observations(x)
     n = xs.shape[-1]
     if n == 0:
         return ConfidenceSequence(np.empty_like(xs), np.empty_like(xs))

@@ -25,7 +25,8 @@ def model_card(card: dict) -> str:
         f"{h['max_length']}, negatives {h['negatives']}, warm-up {h['warmup_ratio']} |",
         f"| seed | {card['seed']} |",
         f"| steps | {card['steps']} |",
-        f"| wall time | {card['wall_s']} s (training {card['train_s']} s, {card['pairs_per_s']} rows/s) |",
+        f"| wall time | {card['wall_s']} s (training {card['train_s']} s, {card['pairs_per_s']} rows/s"
+        f"{', on ' + card['device'] if card.get('device') else ''}) |",
         f"| final loss | {card['final_loss']:.4f} (mean {card['mean_loss']:.4f}) |",
     ]
     if dev.get("mrr_after") is not None:

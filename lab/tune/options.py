@@ -37,6 +37,8 @@ class TuneOptions:
     dev: float = 0.1
     first_stage: Sequence[str] = ()  # configs whose retrievers the dev split also goes through (reranker)
     seed: int = 0
+    early_stop: float | None = None  # share of the steps after which the dev split is checked (lab.tune.early)
+    device: str | None = None  # auto (None): CUDA, then MPS, then the CPU (lab.models.device); cpu forces it
     force: bool = False
     save_every: int | None = None  # steps between checkpoints (default: a tenth of the run)
     show_progress: bool = True

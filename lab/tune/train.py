@@ -39,14 +39,18 @@ from lab.config import load_experiment, run_overrides
 from lab.errors import ConfigError, LabError
 from lab.evidence.holds import Passage
 from lab.faults import point
+from lab.paths import disk_full
+from lab.models.device import describe, pick_device
 from lab.models.resolve import model_fingerprint, resolve_hf_model
-from lab.models.tuned import CARD, QUESTIONS, read_card, tuned_dir, tuned_root
+from lab.models.tuned import CARD, QUESTIONS, read_card, tuned_dir, tuned_root, weights_sha
 from lab.progress import Ticker, duration
 from lab.tune.data import Prepared, prepare
 from lab.tune.card import model_card
+from lab.tune.early import EarlyStop
 from lab.tune.dev import DEV_SET, log_dev, score_dev
 from lab.tune.options import BASE_MODEL, LOSSES, TARGETS, TuneOptions
 from lab.tune.pairs import TrainQuestion, fingerprint
+from lab.tune.work import guarded
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +70,10 @@ def check_options(opts: TuneOptions) -> None:
         raise ConfigError("lab tune: no training questions: give --train FILE (an eval set with golden spans, "
                           "e.g. from lab generate) and/or --pseudo N (questions made from the chunks, no LLM)",
                           hint="e.g. lab tune reranker --kb my-docs --pseudo 1000 --out my-reranker")
+    pick_device(opts.device, "--device")  # a forced accelerator this machine lacks
+    if opts.early_stop is not None and not 0 <= opts.early_stop < 1:
+        raise ConfigError(f"--early-stop {opts.early_stop}: a share of the steps, from 0 (never) to below 1",
+                          hint="e.g. --early-stop 0.25")
     if not 0 <= opts.dev < 0.9:
         raise ConfigError(f"--dev {opts.dev}: the dev share is between 0 and 0.9", hint="e.g. --dev 0.1")
     if opts.first_stage:
@@ -135,7 +143,7 @@ def _cross_encoder_base(location: str, work: Path) -> Path:
     return base
 
 
-def build_model(target: str, location: str, work: Path, max_length: int, seed: int) -> Any:
+def build_model(target: str, location: str, work: Path, max_length: int, seed: int, device: str = "cpu") -> Any:
     import torch
     from transformers import set_seed
     from transformers.utils import logging as hf_logging
@@ -148,11 +156,11 @@ def build_model(target: str, location: str, work: Path, max_length: int, seed: i
         from sentence_transformers.cross_encoder import CrossEncoder
 
         model = CrossEncoder(str(_cross_encoder_base(location, work)), num_labels=1, max_length=max_length,
-                             device="cpu", local_files_only=True)
+                             device=device, local_files_only=True)
     else:
         from sentence_transformers import SentenceTransformer
 
-        model = SentenceTransformer(location, device="cpu", local_files_only=True)
+        model = SentenceTransformer(location, device=device, local_files_only=True)
         model.max_seq_length = max_length
     # the library's own card would pick "widget examples" from the data (a progress bar of its own);
     # the lab writes its card (README.md) itself
@@ -180,7 +188,7 @@ def _trainer(target: str, model: Any, columns: dict[str, list], hyper: dict, wor
                   per_device_train_batch_size=hyper["batch_size"], learning_rate=hyper["lr"],
                   warmup_steps=hyper["warmup_ratio"], seed=hyper["seed"], data_seed=hyper["seed"],
                   save_strategy="steps", save_steps=save_every, save_total_limit=2, logging_steps=max(1, save_every // 2),
-                  report_to=[], use_cpu=True, dataloader_num_workers=0, disable_tqdm=True,
+                  report_to=[], use_cpu=model.device.type == "cpu", dataloader_num_workers=0, disable_tqdm=True,
                   max_steps=hyper["max_steps"] or -1)
     if target == "reranker":
         from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
@@ -225,16 +233,6 @@ def _progress_callback(ticker: Ticker, losses: list[float]) -> Any:
     return Progress()
 
 
-def weights_sha(folder: Path) -> str:
-    h = hashlib.sha256()
-    for f in sorted(folder.rglob("*.safetensors")):
-        h.update(f.relative_to(folder).as_posix().encode() + b"\x00")
-        with open(f, "rb") as fh:
-            while block := fh.read(1 << 22):
-                h.update(block)
-    return h.hexdigest()[:16]
-
-
 @dataclass
 class TuneResult:
     path: Path
@@ -243,8 +241,14 @@ class TuneResult:
 
 
 def tune(opts: TuneOptions) -> TuneResult:
-    """Prepare, train (resuming a checkpoint of the same work), score the dev split, save."""
+    """Prepare, train (resuming a checkpoint of the same work), score the dev split, save; one
+    command at a time for one ``--out`` (a second stops at once, as ``lab generate`` does)."""
     check_options(opts)
+    with guarded(opts):  # the lock, debris of killed tunings, a full disk (lab.tune.work)
+        return _tune(opts)
+
+
+def _tune(opts: TuneOptions) -> TuneResult:
     t0 = time.perf_counter()
     prep = prepare(opts)
     hyper = opts.hyper()
@@ -279,21 +283,26 @@ def tune(opts: TuneOptions) -> TuneResult:
     log.info("tuning a %s (%s) on %d questions (%d pairs/rows; %d dev questions held back): %d steps%s",
              opts.target, hyper["loss"], len(prep.train), n_rows, len(prep.dev), total,
              f", resuming from {last.name}" if last else "")
-    model = build_model(opts.target, base, work, hyper["max_length"], opts.seed)
+    device = pick_device(opts.device, "--device")  # not in the run key: a checkpoint resumes on any device
+    model = build_model(opts.target, base, work, hyper["max_length"], opts.seed, device)
     losses: list[float] = []
     t_train = time.perf_counter()
     with Ticker(f"tune {opts.target}", total, opts.show_progress, unit="steps") as ticker:
         if last is not None:
             ticker.update(int(last.name.split("-")[-1]))
+        early = EarlyStop(opts, prep.dev, work, total)  # the dev split after a share of the steps
         trainer = build_trainer(opts.target, model, columns, hyper, work, save_every,
-                                [_progress_callback(ticker, losses)])
+                                [_progress_callback(ticker, losses), early.callback(model)])
         try:
             output = trainer.train(resume_from_checkpoint=str(last) if last else None)
-        except BaseException:  # Ctrl-C, SIGTERM: say what a rerun resumes from, and stop as the CLI does
+        except BaseException as exc:  # Ctrl-C, SIGTERM: say what a rerun resumes from, and stop as the CLI does
+            if disk_full(exc, work):
+                raise  # tune() removes the checkpoints and says so
             kept = _last_checkpoint(work / "checkpoints")
             log.warning("training stopped at step %d; %s", ticker.done,
                         f"{kept.name} is kept: the same command resumes from it" if kept else "no checkpoint yet")
             raise
+    early.raise_if_stopped()  # no learning at the check: nothing saved, the figures and what to try
     train_s = time.perf_counter() - t_train
     # the dev split, scored by retrieval-only runs of the model as trained (lab.tune.dev)
     shutil.rmtree(work / "dev", ignore_errors=True)
@@ -310,7 +319,7 @@ def tune(opts: TuneOptions) -> TuneResult:
         "wall_s": round(time.perf_counter() - t0, 1), "pairs_per_s": round(n_rows * hyper["epochs"] / train_s, 2)
         if not hyper["max_steps"] else round(output.global_step * hyper["batch_size"] / train_s, 2),
         "final_loss": losses[-1] if losses else float(output.training_loss), "mean_loss": float(output.training_loss),
-        "losses": losses, "dev": dev,
+        "losses": losses, "dev": dev, "device": describe(device),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     path = save(model, card, prep, opts, work / "dev" / DEV_SET)
@@ -377,11 +386,11 @@ def save(model: Any, card: dict, prep: Prepared, opts: TuneOptions, dev_set: Pat
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, target)
-    except OSError as exc:
+    except BaseException as exc:  # whatever stopped it (a full disk: tune() says so), no half-written folder
         shutil.rmtree(tmp, ignore_errors=True)
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES):
+        if isinstance(exc, OSError) and exc.errno in (errno.EROFS, errno.EACCES):
             raise LabError(f"could not write the tuned model to {target.parent}: {exc.strerror}",
-                           hint="free some space (or make the cache writable: LAB_CACHE names it), then run "
-                                "the same command again: training resumes from its last checkpoint") from None
+                           hint="make the cache writable (LAB_CACHE names it), then run the same command again: "
+                                "training resumes from its last checkpoint") from None
         raise
     return target

@@ -520,8 +520,8 @@ def test_the_design_list_is_every_design_config():
     designs = {p.stem for p in (ROOT / "experiments").glob("*.yaml")
                if (c := load_experiment(p.stem, ROOT / "experiments")).headers or c.merge or c.query
                or (c.reranker and c.reranker.name in ("doc_boost", "doc_type_filter"))
-               or c.chunker.name in ("sentence_window", "parent_child")}
-    assert designs == set(DESIGNS)
+               or (c.chunker is not None and c.chunker.name in ("sentence_window", "parent_child"))}
+    assert designs == set(DESIGNS)  # a target config (no chunker: a system the lab did not build) is no design
 
 
 @pytest.mark.parametrize("name", ["headers", "bm25-headers", "hybrid-headers", "hybrid-headers-sent", "hybrid-headers-merged",

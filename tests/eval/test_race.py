@@ -3,6 +3,7 @@ the fixture project (exhausted, a budget and its resume, bad input, the page in 
 
 import json
 import logging
+import math
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from lab.eval import race as race_module
 from lab.eval.race import RaceOptions, paths, stop_point
 from lab.eval.runner import RunOptions
+from lab.stats.betting import betting_cs
 from lab.stats.sequential import eb_cs
 from runs import lab
 
@@ -22,7 +24,7 @@ def test_the_race_stops_at_the_first_question_where_the_sequence_excludes_zero()
     ids = [f"q{i}" for i in range(60)]
     a, b = samples([0.0] * 60), samples([1.0, 0.5] * 30)
     (p,) = paths(ids, a, b, ["mrr"], 0.05)
-    cs = eb_cs(np.asarray([1.0, 0.5] * 30), 0.05, -1, 1)
+    cs = betting_cs(np.asarray([1.0, 0.5] * 30), 0.05, -1, 1)  # the default sequence
     first = int(np.argmax(cs.lower > 0)) + 1  # the first t whose lower bound is above 0
     assert p.lower == pytest.approx(list(cs.lower)) and cs.lower[first - 1] > 0 >= cs.lower[first - 2]
     k, verdicts = stop_point(ids, [p], None, 0)
@@ -40,7 +42,9 @@ def test_several_metrics_share_alpha_and_all_must_decide():
     a = [{"id": q, "metrics": {"mrr": 0.0, "ndcg": 0.5}} for q in ids]
     b = [{"id": q, "metrics": {"mrr": 1.0, "ndcg": 0.5}} for q in ids]
     ps = paths(ids, a, b, ["mrr", "ndcg"], 0.05)
-    assert ps[0].lower == pytest.approx(list(eb_cs(np.ones(60), 0.025, -1, 1).lower))  # alpha / 2 each
+    assert ps[0].lower == pytest.approx(list(betting_cs(np.ones(60), 0.025, -1, 1).lower))  # alpha / 2 each
+    (eb,) = paths(ids, a, b, ["mrr"], 0.05, sequence="eb")  # the sequence races read before betting, on request
+    assert eb.lower == pytest.approx(list(eb_cs(np.ones(60), 0.05, -1, 1).lower))
     assert stop_point(ids, ps, None, 0) is None  # ndcg never differs, and no effect was given
     assert stop_point(ids, ps, 0.5, 0)[1] == {"mrr": "difference", "ndcg": "futile"}
 
@@ -53,9 +57,9 @@ def test_categories_join_the_family_and_never_stop_the_race():
     ps = paths(ids, a, b, ["mrr"], 0.05, ["x", "y"])
     assert [(p.metric, p.category, len(p.ids)) for p in ps] == [("mrr", None, 60), ("mrr", "x", 40), ("mrr", "y", 20)]
     # each of the family of 3 at alpha / 3, over its own questions in race order
-    assert ps[1].lower == pytest.approx(list(eb_cs(np.ones(40), 0.05 / 3, -1, 1).lower))
-    assert ps[0].lower == pytest.approx(list(eb_cs(np.asarray([b[i]["metrics"]["mrr"] for i in range(60)]),
-                                                 0.05 / 3, -1, 1).lower))
+    assert ps[1].lower == pytest.approx(list(betting_cs(np.ones(40), 0.05 / 3, -1, 1).lower))
+    assert ps[0].lower == pytest.approx(list(betting_cs(np.asarray([b[i]["metrics"]["mrr"] for i in range(60)]),
+                                                        0.05 / 3, -1, 1).lower))
     k, verdicts = stop_point(ids, ps, None, 0)
     assert verdicts == {"mrr": "difference"}  # y never differs, and does not hold the race
     assert k == stop_point(ids, ps[:1] + [ps[0]] * 2, None, 0)[0]  # the overall sequence alone decides when
@@ -97,11 +101,16 @@ def test_a_sequential_gate_fails_as_soon_as_a_drop_beyond_the_margin_is_shown_an
     (worse,) = paths(ids, base, samples([0.0, 0.5] * 40), ["mrr"], 0.05)  # mean drop 0.75
     k, verdicts = stop_point(ids, [worse], None, 0, margin=0.1)
     assert verdicts == {"mrr": "fail"} and worse.upper[k - 1] < -0.1 <= worse.upper[k - 2]
-    ids = [f"q{i}" for i in range(200)]  # no difference at all: 148 questions to rule out a drop of 0.1
+    # no difference at all: on the unit scale every X is 1/2 and the candidate drop of 0.1 is m = 0.45;
+    # the bets stay above their cap c / m = 0.5 / 0.45, so each question multiplies the capital by
+    # 1 + (0.5 / 0.45)(0.5 - 0.45), and 0.5 (1 + 0.05 / 0.9)^t reaches 1 / 0.05 at t = 69
+    ids = [f"q{i}" for i in range(200)]
     (same,) = paths(ids, samples([1.0] * 200), samples([1.0] * 200), ["mrr"], 0.05)
     k, verdicts = stop_point(ids, [same], None, 0, margin=0.1)
-    assert k == 148
+    assert k == math.ceil(math.log(2 / 0.05) / math.log(1 + 0.05 / 0.9)) == 69
     assert verdicts == {"mrr": "pass"} and same.lower[k - 1] > -0.1 >= same.lower[k - 2]
+    (same_eb,) = paths(ids, samples([1.0] * 200), samples([1.0] * 200), ["mrr"], 0.05, sequence="eb")
+    assert stop_point(ids, [same_eb], None, 0, margin=0.1)[0] == 148  # the empirical-Bernstein sequence's
     # two metrics: one failing stops the gate at once, whatever the other says
     ids = [f"q{i}" for i in range(80)]
     a2 = [{"id": q, "metrics": {"mrr": 1.0, "ndcg": 1.0}} for q in ids]
@@ -258,3 +267,74 @@ def test_a_judged_race_decides_on_judge_scores_and_its_runs_keep_the_judges_chec
     results = json.loads((project / race["runs"]["small"] / "results.json").read_text())
     assert results["config"]["judge"]["calibration"] is True and "judge_checks" in results
     assert results["sequential"]["metrics"] == ["accuracy"]
+
+
+def test_a_prefix_file_holds_the_questions_it_was_given_not_an_older_sets(tmp_path):
+    """The prefix of a race's order is written as an eval set; an eval set edited in place (or
+    another set reusing its ids) must give a new file, never the first set's questions under the
+    same ids."""
+    from lab.evalsets.evalset import EvalRow
+
+    def rows(word):
+        return [EvalRow(id=f"q{i}", question=f"{word} question {i}?", reference_answer="r", category="c")
+                for i in range(4)]
+
+    first = race_module._prefix_file(tmp_path, rows("old"), 3)
+    second = race_module._prefix_file(tmp_path, rows("new"), 3)
+    assert [json.loads(x)["question"] for x in second.read_text().splitlines()] == \
+        ["new question 0?", "new question 1?", "new question 2?"]
+    assert "old question 0?" in first.read_text()  # an older race's prefix is left as it was
+    assert race_module._prefix_file(tmp_path, rows("new"), 3) == second  # the same prefix: the same file
+    second.write_text(second.read_text().replace("new", "tampered"))  # a damaged file is never trusted
+    assert "new question 0?" in race_module._prefix_file(tmp_path, rows("new"), 3).read_text()
+
+
+
+def test_a_race_on_retrieval_metrics_answers_and_judges_nothing(project, monkeypatch):
+    """Two configs that answer and judge (the fixture's small, and small with top 2), raced on MRR
+    (the default metric) without --retrieval-only: no LLM is built, and the runs the race keeps
+    are retrieval-only runs that say so in their config."""
+    import lab.eval.runner
+    import lab.eval.target
+    import lab.models.llm
+    import lab.rag.pipeline
+
+    (project / "experiments" / "small-top2.yaml").write_text(
+        "schema_version: 1\nextends: small\ndescription: small, top 2\nretriever:\n  name: vector\n  top_k: 2\n")
+    built = []
+
+    def refuse(*args, **kwargs):
+        built.append(args)
+        raise AssertionError("a race on retrieval metrics built an LLM")
+
+    for module in (lab.models.llm, lab.rag.pipeline, lab.eval.runner, lab.eval.target):
+        monkeypatch.setattr(module, "build_llm", refuse)
+    opts = RunOptions(project_root=project, reports_root=project / "reports", cache_root=project / "cache",
+                      show_progress=False)
+    folder = race_module.race(("small", "small-top2"), project / "experiments", {}, opts,
+                              RaceOptions(max_n=2, step=2), say=lambda line: None)
+    race = json.loads((folder / "race.json").read_text())
+    assert built == [] and race["sequence"] == "betting" and race["llm_calls"] == {"small": 0, "small-top2": 0}
+    for run in race["runs"].values():
+        config = json.loads((project / run / "results.json").read_text())["config"]
+        assert (config["generation"], config["judge"], config["ragas"]) == (None, None, None)
+
+
+def test_a_race_recorded_before_races_named_their_sequence_renders_as_empirical_bernstein(raced, tmp_path):
+    import shutil
+
+    from lab.report.race import render_race
+
+    project, _, second = raced
+    line = next(x for x in second.stdout.splitlines() if x.startswith("race: "))
+    assert "read with the hedged-capital betting confidence sequence" in second.stdout
+    folder = tmp_path / "old-race"
+    shutil.copytree((project / line[6:]).parent, folder)
+    old = json.loads((folder / "race.json").read_text())
+    assert old.pop("sequence") == "betting"
+    old["runs"] = {k: str(project / v) for k, v in old["runs"].items()}
+    (folder / "race.json").write_text(json.dumps(old))
+    lines, passed = render_race(folder)
+    assert passed is None and "  read with the empirical-Bernstein confidence sequence (Waudby-Smith & Ramdas)" in lines
+    assert "95% empirical-Bernstein confidence sequence (Waudby-Smith &amp; Ramdas), valid" in \
+        (folder / "compare.html").read_text()

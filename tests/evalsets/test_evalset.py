@@ -27,6 +27,8 @@ def write_rows(path: Path, rows: list) -> Path:
         ({**GOOD, "category": "gossip"}, "line 2: field 'category': 'gossip' is not a declared category"),
         ({**GOOD, "colour": "red"}, "line 2: field 'colour': unknown field"),
         ({**GOOD, "id": "x"}, "line 2: field 'id': 'x' already used on line 1"),
+        ({**GOOD, "qrels": {"d1": 0}}, "line 2: field 'qrels': Value error, no document graded 1 or more"),
+        ({**GOOD, "qrels": {"d1": "high"}}, "line 2: field 'qrels.d1': Input should be a valid integer"),
     ],
 )
 def test_errors_name_line_and_field(tmp_path, bad, message):
@@ -139,3 +141,30 @@ def test_keywords_are_optional_with_references_or_labels(tmp_path):
     path = write_rows(tmp_path / "f.jsonl", [{**rows[0], "keywords": []}])
     with pytest.raises(DataError, match="field 'keywords': .*an empty list"):
         load_eval_set(path, None)
+
+
+def test_qrels_name_documents_by_path_or_stem(tmp_path):
+    """A row may carry graded qrels instead of keywords; each key names one document of the
+    knowledge base, by its path or its path without the extension, or the run stops at start-up."""
+    from lab.evalsets.evalset import check_qrels, document_ids, qrels_sources
+
+    row = {"question": "q?", "reference_answer": "", "category": "direct_fact"}
+    path = write_rows(tmp_path / "set.jsonl", [{**row, "qrels": {"company/about": 2, "products/Homellm.md": 0,
+                                                                 "4983": 1}}])
+    eval_set = load_eval_set(path, None)
+    assert eval_set.rows[0].keywords is None and eval_set.rows[0].qrels == {"company/about": 2,
+                                                                            "products/Homellm.md": 0, "4983": 1}
+    sources = ["company/about.md", "products/Homellm.md", "4983.txt"]
+    assert qrels_sources(eval_set.rows[0].qrels, document_ids(sources)) == {
+        "company/about.md": 2, "products/Homellm.md": 0, "4983.txt": 1}
+    with pytest.raises(DataError) as exc:
+        check_qrels(eval_set, ["company/about.md", "products/Homellm.md", "4938.txt"])
+    assert exc.value.message == f"{path} line 1: field 'qrels': '4983' names no document of the knowledge base"
+    assert exc.value.hint.startswith("did you mean '4938'?")
+    with pytest.raises(DataError) as exc:  # the same document in two formats: the stem names both
+        check_qrels(eval_set, [*sources, "company/about.pdf"])
+    assert "'company/about' names 2 documents (company/about.md, company/about.pdf)" in str(exc.value)
+    assert exc.value.hint == "write the document's path with its extension"
+    twice = write_rows(tmp_path / "twice.jsonl", [{**row, "qrels": {"4983": 1, "4983.txt": 1}}])
+    with pytest.raises(DataError, match="'4983.txt' names 4983.txt, as another key of the row does"):
+        check_qrels(load_eval_set(twice, None), sources)

@@ -120,7 +120,8 @@ def beir(tmp_path: Path, qrels: str = "qrels/test.tsv") -> Path:
 def test_beir_import_writes_the_corpus_and_whole_document_spans(tmp_path):
     summary = import_set("beir", beir(tmp_path), tmp_path / "out.jsonl", kb_out=tmp_path / "kb", category="beir")
     assert summary == {"rows": 2, "kind": "beir", "out": str(tmp_path / "out.jsonl"), "documents_written": 3,
-                       "documents_empty": 0, "qrels_dropped": 2, "queries_without_qrels": 1}
+                       "documents_empty": 0, "qrels_dropped": 2, "qrels_kept": 4, "qrels_read": 5,
+                       "queries_without_qrels": 1, "split": "test"}
     d3 = "d_3-" + hashlib.sha256(b"d/3").hexdigest()[:10] + ".txt"  # safe_name of an unsafe id
     files = {p.name: p.read_text() for p in (tmp_path / "kb").iterdir()}
     assert files == {"d1.txt": "Kilns\n\nKilns fire clay.", "d2.txt": "Glaze is glass.",  # no title: text alone
@@ -129,11 +130,60 @@ def test_beir_import_writes_the_corpus_and_whole_document_spans(tmp_path):
              for name, text in files.items()}
     assert rows_of(tmp_path / "out.jsonl") == [
         {"id": "q1", "question": "What fires clay?", "reference_answer": "", "category": "beir",
-         "references": [whole["d1.txt"], whole[d3]]},  # d2 scored 0: not relevant
+         "references": [whole["d1.txt"], whole[d3]],  # d2 scored 0: not relevant, no span
+         "qrels": {"d1": 1, "d2": 0, d3: 2}},  # every grade kept; d/3 by its file name
         {"id": "q2", "question": "What is glaze?", "reference_answer": "", "category": "beir",
-         "references": [whole["d2.txt"]]},
+         "references": [whole["d2.txt"]], "qrels": {"d2": 1}},
     ]
     assert check_references(load_eval_set(tmp_path / "out.jsonl", None), kb_documents(tmp_path / "kb")) == 0
+
+
+def test_beir_graded_qrels_round_trip_into_the_document_metrics(tmp_path):
+    """The import keeps BEIR's ids and grades: loaded back, each row's qrels equal the qrels file's
+    lines for its query, name documents of the written knowledge base, and score a ranking as
+    trec_eval does (graded gains, the ideal over every judged document)."""
+    import math
+
+    from lab.evalsets.evalset import check_qrels, document_ids, qrels_sources
+    from lab.metrics.qrels import qrels_scores
+
+    root = beir(tmp_path)
+    import_set("beir", root, tmp_path / "out.jsonl", kb_out=tmp_path / "kb")
+    eval_set = load_eval_set(tmp_path / "out.jsonl", None)
+    lines = [line.split("\t") for line in (root / "qrels" / "test.tsv").read_text().splitlines()[1:]]
+    d3 = "d_3-" + hashlib.sha256(b"d/3").hexdigest()[:10] + ".txt"
+    expected = {}
+    for q, d, score in lines:
+        expected.setdefault(q, {})[d3 if d == "d/3" else d] = int(score)
+    assert {r.id: r.qrels for r in eval_set.rows} == {q: g for q, g in expected.items() if q != "q3"}  # q3: no grade > 0
+    sources = kb_documents(tmp_path / "kb")
+    check_qrels(eval_set, sources)
+    graded = qrels_sources(eval_set.rows[0].qrels, document_ids(sources))
+    assert graded == {"d1.txt": 1, "d2.txt": 0, d3: 2}
+    # chunks of d2, d1, d1 (max-passage: d2 then d1); d3 (grade 2) never retrieved
+    scores = qrels_scores(["d2.txt", "d1.txt", "d1.txt"], graded)
+    assert scores["qrels_ndcg10"] == pytest.approx((1 / math.log2(3)) / (2 + 1 / math.log2(3)))
+    assert scores["qrels_recall100"] == 0.5 and scores["qrels_mrr10"] == 0.5 and scores["qrels_map"] == 0.25
+
+
+def test_beir_imports_the_split_of_a_qrels_file(tmp_path):
+    root = beir(tmp_path)
+    write(root / "qrels" / "train.tsv", "query-id\tcorpus-id\tscore\nq3\td2\t1\n")
+    summary = import_set("beir", root / "qrels" / "train.tsv", tmp_path / "train.jsonl", kb_out=tmp_path / "kb")
+    assert summary["split"] == "train" and summary["rows"] == 1
+    assert [(r.id, r.qrels) for r in load_eval_set(tmp_path / "train.jsonl", None).rows] == [("q3", {"d2": 1})]
+
+
+def test_an_eval_set_written_by_an_older_beir_import_still_loads(tmp_path):
+    """Before qrels were kept, a BEIR row had whole-document spans alone: it loads, with no qrels."""
+    write(tmp_path / "kb" / "d1.txt", "Kilns\n\nKilns fire clay.")
+    text = "Kilns\n\nKilns fire clay."
+    jsonl(tmp_path / "old.jsonl", [{"id": "q1", "question": "What fires clay?", "reference_answer": "",
+                                    "category": "direct_fact", "references": [
+                                        {"source": "d1.txt", "content": text, "start_index": 0,
+                                         "end_index": len(text)}]}])
+    rows = load_eval_set(tmp_path / "old.jsonl", None).rows
+    assert rows[0].qrels is None and rows[0].references[0].source == "d1.txt"
 
 
 def test_beir_reads_a_top_level_qrels_file(tmp_path):
@@ -213,6 +263,8 @@ def test_ragas_contexts_found_nowhere_say_to_pass_the_kb_or_keywords(tmp_path, k
          "{root}/corpus.jsonl line 2: field '_id': 'd1' maps to the file name d1.txt, as 'D1' does"),
         (lambda root: jsonl(root / "queries.jsonl", [{"_id": "q1"}]),
          "{root}/queries.jsonl line 1: field 'text': missing"),
+        (lambda root: write(root / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td1\t2\n"),
+         "{root}/qrels/test.tsv line 3: query-id 'q1' grades corpus-id 'd1' 2, and 1 on an earlier line"),
     ],
 )
 def test_bad_beir_input_writes_neither_set_nor_corpus(tmp_path, damage, message):

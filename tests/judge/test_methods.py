@@ -376,7 +376,7 @@ def test_load_method_prompts_per_method():
     with pytest.raises(ConfigError) as err:
         load_method_prompts("bogus", RUBRIC)
     assert err.value.message == "judge.method: unknown judge method 'bogus'"
-    assert err.value.hint == "valid judge method names: claims, per-dimension, rubric, rubric-expected"
+    assert err.value.hint == "valid judge method names: claims, per-dimension, rubric, rubric-expected, split"
     with pytest.raises(ConfigError) as err:
         load_method_prompts("rubric-expectd", RUBRIC)
     assert err.value.hint.startswith("did you mean 'rubric-expected'? ")
@@ -625,6 +625,9 @@ def test_run_checks_shares_by_hand():
     assert (kinds["partial"]["n"], kinds["partial"]["n_skipped"]) == (4, 2)
     assert kinds["partial"]["sensitivity"] == {"completeness": pytest.approx(3 / 4)}
     assert kinds["partial"]["specificity"] == {"accuracy": 1.0, "relevance": 1.0}
+    # partial above wrong_fact on accuracy where both were judged (q4's wrong_fact failed; q6 needs no reference):
+    # q1 5 > 2, q2 5 = 5 (not above), q3 3 = 3, q6 5 > 1
+    assert (kinds["partial"]["n_above"], kinds["partial"]["above"]) == (4, {"accuracy": 0.5})
     # padded on q1-q5: relevance 3<5, 5, 3<4, 4<5, 4<5; accuracy off by 2 on q3
     assert kinds["padded"]["n"] == 5
     assert kinds["padded"]["sensitivity"] == {"relevance": pytest.approx(4 / 5)}
@@ -641,7 +644,8 @@ def test_run_checks_shares_by_hand():
     assert met == {("sensitivity", "wrong_fact", "accuracy"): False, ("sensitivity", "partial", "completeness"): False,
                    ("sensitivity", "padded", "relevance"): True, ("specificity", "padded", "accuracy"): False,
                    ("invariance", "paraphrase", "accuracy"): False, ("invariance", "paraphrase", "completeness"): True,
-                   ("invariance", "paraphrase", "relevance"): True, ("resistance", "injection", "mean"): True}
+                   ("invariance", "paraphrase", "relevance"): True, ("resistance", "injection", "mean"): True,
+                   ("specificity", "partial", "accuracy"): True, ("above", "partial", "accuracy"): False}
     assert out["summary"]["skipped"] == {"partial": {"one fact only": 1}}
     q5 = out["items"][4]
     assert q5["perturbed"]["partial"] is None and q5["texts"]["partial"] == {"skipped": "one fact only"}

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from lab.judge.injections import inject, load_injections
-from lab.judge.perturb import (KEEPS, KINDS, REFUSAL, TARGETS, FactPool, check_paraphrase, fact_pool, facts,
+from lab.judge.perturb import (KEEPS, KINDS, REFUSAL, TARGETS, FactPool, check_paraphrase, cut_short, fact_pool, facts,
                               keeps_facts, padded, partial, perturb, wrong_fact)
 
 SEEDS = range(12)
@@ -356,3 +356,26 @@ def test_perturb_is_seeded_per_question_id():
     assert len(by_id) > 1  # the id is in the seed: other questions draw other replacements
     by_seed = {perturb(ITEM, pool, POOL_TEXTS, seed=s)["wrong_fact"]["text"] for s in range(30)}
     assert len(by_seed) > 1
+
+
+# --- cut_short (the split method's perturbed set, lab.judge.probe) --------------------------------
+
+
+@pytest.mark.parametrize("reference, question, expected", [
+    # a trailing phrase holds the last fact
+    ("Avery Lancaster founded Insurellm in 2015.", "Who founded Insurellm?", "Avery Lancaster founded Insurellm."),
+    # a clause after a comma goes before a phrase does ("..., closing." would dangle)
+    ("The Series C was led by Northbeam Growth Partners and raised $48 million, closing in February 2022.",
+     "Who led the Series C?", "The Series C was led by Northbeam Growth Partners and raised $48 million."),
+    # the last item of a list
+    ("It has offices in San Francisco, New York, and Denver.", "Where are its offices?",
+     "It has offices in San Francisco, New York."),
+])
+def test_cut_short_keeps_a_prefix_before_the_last_fact(reference, question, expected):
+    text, detail = cut_short(reference, question)
+    assert text == expected and reference.startswith(text.rstrip("."))
+    assert detail["facts"]
+
+
+def test_cut_short_needs_two_facts():
+    assert cut_short("Insurellm was founded in 2015.", "When was Insurellm founded?") == "one fact only"

@@ -15,8 +15,10 @@ Run A's judge (rubric, integer scores), on n = 15 questions:
 - paraphrase: 5 skipped, n = 10; accuracy kept 10 of 10, completeness 7 of 10 = 70% (goal 90%),
   relevance 9 of 10 = 90% (goal 90%: met).
 
-Goals met: padded relevance and accuracy, paraphrase accuracy and relevance: 4 of 7.
-Run B's judge (another model, method claims, float scores) meets 6 of 7: all but padded relevance (10 of 15 = 67%).
+Goals met: partial keeps accuracy (12 of 12) and scores above the wrong fact on accuracy (11 of 12 = 92%: the
+one question whose wrong fact kept its accuracy ties), padded relevance and accuracy, paraphrase accuracy and
+relevance: 6 of 9. Run B's judge (another model, method claims, float scores) meets 8 of 9: all but padded
+relevance (10 of 15 = 67%).
 """
 
 import json
@@ -144,7 +146,10 @@ def row(html: str, key: str) -> str:
 def test_run_page_shows_each_check_with_its_share_n_goal_and_colour(tmp_path):
     html = render_run(run_a(tmp_path / "reports")).read_text()
     assert '<div id="judge-checks">' in html
-    assert "method <b>rubric</b> · 15 questions (seed 13) · <b>4 of 7 goals met</b>" in html
+    assert "method <b>rubric</b> · 15 questions (seed 13) · <b>6 of 9 goals met</b>" in html
+    assert 'class="num good">92% <span class="meta">of 12</span>' in row(html, "above:partial:accuracy")  # 11 of 12
+    assert "90% ✓" in row(html, "above:partial:accuracy") and "scores above wrong fact on accuracy" in html
+    assert 'class="num good">100% <span class="meta">of 12</span>' in row(html, "specificity:partial:accuracy")
     wrong = row(html, "sensitivity:wrong_fact:accuracy")
     assert 'class="num ok">93% <span class="meta">of 15</span>' in wrong  # 14/15, 2 points under 95%
     assert "95% ✗" in wrong and "-1.87" in wrong  # mean change: -2 * 14 / 15
@@ -158,7 +163,7 @@ def test_run_page_shows_each_check_with_its_share_n_goal_and_colour(tmp_path):
     assert 'class="num bad">70% <span class="meta">of 10</span>' in row(html, "invariance:paraphrase:completeness")
     assert 'class="num good">90% <span class="meta">of 10</span>' in row(html, "invariance:paraphrase:relevance")
     assert "100% <span class=\"meta\">of 15</span>" in row(html, "sensitivity:refusal:completeness")
-    assert html.count('<tr data-check="') == 13  # wrong fact 1+1, partial 1+2, padded 1+2, refusal 2, paraphrase 3
+    assert html.count('<tr data-check="') == 14  # wrong fact 1+1, partial 1+2+1, padded 1+2, refusal 2, paraphrase 3
     # skipped, with the reasons; a failed judgement is said as such
     assert "3 skipped (one fact only: 2; no fact can be removed cleanly: 1)" in html
     assert "1 skipped (judgement failed: 1)" in html
@@ -189,7 +194,7 @@ def test_float_scores_show_two_decimals(tmp_path):
     items = html[html.index('<details id="judge-check-items">'):]
     q02 = between(items, 'data-item="q02" data-kind="wrong_fact"', 'data-item="q02" data-kind="partial"')
     assert '4.44/4.75/4.90</td> <td class="num"><span class="down">2.44</span>/<span>4.75</span>/<span>4.90' in q02
-    assert "method <b>claims</b>" in html and "<b>6 of 7 goals met</b>" in html
+    assert "method <b>claims</b>" in html and "<b>8 of 9 goals met</b>" in html
     assert "differ by ≥ 0.5 on 40% of 15 real answers" in html  # 6 of 15
 
 
@@ -200,13 +205,15 @@ def test_a_kind_with_no_pairs_is_shown_as_not_measured(tmp_path):
     _patch(folder, judge_checks=judge_checks(lambda i: {"accuracy": 5, "completeness": 5, "relevance": 5}, DROPS_A,
                                              skips=skips))
     html = render_run(folder).read_text()
-    assert "<b>2 of 7 goals met</b> (3 not measured)" in html  # padded relevance (12 of 15, the goal exactly) and accuracy
+    # partial keeps accuracy and scores above the wrong fact, padded relevance (12 of 15, the goal exactly) and accuracy
+    assert "<b>4 of 9 goals met</b> (3 not measured)" in html
     assert '<td class="num ">- <span class="meta">not measured</span></td> <td class="num">90%</td>' in row(
         html, "invariance:paraphrase:completeness")
     assert "15 skipped (no generator model: 15)" in html
     lines = summary_lines(*load_run(folder), intervals=False)
-    assert ("judge checks (rubric, 15 questions): 2 of 7 goals met (3 not measured); wrong fact lowers accuracy 93% "
-            "(goal 95%), partial lowers completeness 75% (goal 90%), padded lowers relevance 80%, padded keeps "
+    assert ("judge checks (rubric, 15 questions): 4 of 9 goals met (3 not measured); wrong fact lowers accuracy 93% "
+            "(goal 95%), partial lowers completeness 75% (goal 90%), partial keeps accuracy 100%, partial scores above "
+            "wrong fact on accuracy 92%, padded lowers relevance 80%, padded keeps "
             "accuracy 100%, paraphrase keeps accuracy not measured, completeness not measured, relevance not "
             "measured") in lines
 
@@ -224,8 +231,9 @@ def test_terminal_summary_says_the_goals_met(tmp_path):
     lines = summary_lines(*load_run(run_a(tmp_path / "reports")), intervals=False)
     i = next(k for k, line in enumerate(lines) if line.startswith("judge checks"))
     assert lines[i - 1].startswith("judge calibration:")
-    assert lines[i] == ("judge checks (rubric, 15 questions): 4 of 7 goals met; wrong fact lowers accuracy 93% "
-                        "(goal 95%), partial lowers completeness 75% (goal 90%), padded lowers relevance 86%, "
+    assert lines[i] == ("judge checks (rubric, 15 questions): 6 of 9 goals met; wrong fact lowers accuracy 93% "
+                        "(goal 95%), partial lowers completeness 75% (goal 90%), partial keeps accuracy 100%, "
+                        "partial scores above wrong fact on accuracy 92%, padded lowers relevance 86%, "
                         "padded keeps accuracy 100%, paraphrase keeps accuracy 100%, completeness 70% (goal 90%), "
                         "relevance 90%")
     assert lines[i + 1] == ("  completeness and relevance differ by >= 0.5 on 0% of 14 real answers; skipped: "
@@ -246,10 +254,10 @@ def test_compare_shows_both_judges_figures_and_says_the_judge_changed(tmp_path):
                      r'<td class="num good">100% <span class="meta">of 15</span>', wrong)
     assert re.search(r'good">86% <span class="meta">of 14</span></td>\s?<td class="num bad">67% '
                      r'<span class="meta">of 15</span>', row(html, "sensitivity:padded:relevance"))
-    assert re.search(r"4 of 7</b></td>\s*<td class=\"num\"><b>6 of 7", html)
+    assert re.search(r"6 of 9</b></td>\s*<td class=\"num\"><b>8 of 9", html)
     assert re.search(r'0% <span class="meta">of 14</span></td>\s?<td class="num">40% <span class="meta">of 15',
                      row(html, "differs"))
-    assert html.count('<tr data-check="') == 8  # the 7 goals and the differs row
+    assert html.count('<tr data-check="') == 10  # the 9 goals and the differs row
     # the general warning names the method too
     assert any("better qwen2.5-7b-instruct (judge-v1, claims)" in w for w in warnings([r.results for r in runs]))
 
@@ -316,7 +324,7 @@ def test_a_run_with_the_injection_check_and_suspect_judgements(tmp_path):
     lines = summary_lines(*load_run(folder), intervals=False)
     assert "judge: 2 suspect judgements (text addressed to the evaluator), left out of the means (q01, q02)" in lines
     checks_line = next(line for line in lines if line.startswith("judge checks"))
-    assert checks_line.startswith("judge checks (rubric, 15 questions): 4 of 8 goals met;")
+    assert checks_line.startswith("judge checks (rubric, 15 questions): 6 of 10 goals met;")
     assert checks_line.endswith("injection does not raise the mean score 67% (goal 95%)")
     html = render_run(folder).read_text()
     assert "<b>2 suspect judgements</b>" in html and "Suspect: q01, q02." in html

@@ -35,14 +35,14 @@ def free_port() -> int:
 class Server:
     """``lab serve`` as a process of its own."""
 
-    def __init__(self, reports: Path, port: int):
-        self.reports, self.port, self.proc = reports, port, None
+    def __init__(self, reports: Path, port: int, extra: tuple[str, ...] = ()):
+        self.reports, self.port, self.proc, self.extra = reports, port, None, extra
         self.url = f"http://127.0.0.1:{port}"
 
     def start(self) -> "Server":
         self.proc = subprocess.Popen([sys.executable, "-m", "lab", "serve", "--reports", str(self.reports),
-                                      "--port", str(self.port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True)
+                                      "--port", str(self.port), *self.extra],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.time() + 60
         while time.time() < deadline:
             try:

@@ -186,3 +186,23 @@ def test_sequential_questions_to_a_decision():
     # observed deltas are resampled around the shifted mean
     obs = sequential_n(0.2, 0.3, "mrr", deltas=[-0.5, 0.0, 0.5, 0.25, -0.25], max_n=3000)
     assert obs["decided"] == 1.0 and obs["median"] < small["median"]
+    # each sequence of lab race on the same paths: the betting sequence (the default) needs fewer than
+    # the empirical-Bernstein one; the normal mixture, asymptotic, fewer still
+    eb = sequential_n(0.2, 0.3, "mrr", max_n=3000, sequence="eb")
+    nm = sequential_n(0.2, 0.3, "mrr", max_n=3000, sequence="normal-mixture", t_opt=100)
+    assert nm["median"] < large["median"] < eb["median"]
+
+
+def test_power_with_a_delta_gives_the_questions_to_a_decision_under_each_sequence(tmp_path):
+    from lab.stats.power import plan, plan_lines
+
+    rng = np.random.default_rng(0)
+    a = [{"id": f"q{i}", "category": "c", "metrics": {"mrr": float(v)}} for i, v in enumerate(rng.random(60))]
+    b = [{**s, "metrics": {"mrr": min(1.0, s["metrics"]["mrr"] + float(rng.choice([0.0, 0.25, 0.5])))}} for s in a]
+    p = plan([("a", a), ("b", b)], "mrr", delta=0.1)
+    seq = p["rows"][0]["sequential"]
+    assert list(seq) == ["betting", "eb", "normal-mixture"]
+    assert seq["betting"]["median"] < seq["eb"]["median"]
+    out = "\n".join(plan_lines(p))
+    assert "betting" in out and "normal-mixture" in out
+    assert f"{seq['betting']['median']:,} / {seq['betting']['p90']:,}" in out

@@ -1,0 +1,1 @@
+"""Examples: RAG systems the lab did not build, evaluated as targets (docs/own-rag.md)."""

@@ -1,0 +1,1 @@
+"""A LangChain RAG app the lab did not build, evaluated as a target (docs/own-rag.md)."""

@@ -1,0 +1,164 @@
+"""What a generated question asks for, against what its sentence holds: rules that need no model
+(``lab generate``'s extractive checks, :mod:`lab.evalsets.questions`, and the audit's doubts).
+
+Each rule was read against rows people graded (docs/own-documents.md): a question that asks what
+something is when its sentence only mentions it, one that asks for a value, a name or steps its
+sentence does not give, one that asks what to do of a sentence that says what not to do, and one
+that restates its sentence (its answer is in the question).
+"""
+
+from __future__ import annotations
+
+import re
+
+from lab.evidence.text import content_words, fold
+
+#: What a question names: a capitalised word past its first, a term in code markup, an option, a
+#: name in capitals ("RESTIC_REPOSITORY"), a term in single quotes ("the 'debug' option").
+_TERM = re.compile(r"``([^`]+)``|`([^`]+)`|(?<![\w-])(--?[A-Za-z][\w-]*)|(?<!^)(?<![.?!]\s)\b([A-Z][\w.-]*[A-Za-z0-9])|"
+                   r"(?<![\w'])'([^'\s][^']{0,40}?)'(?![\w'])")
+
+
+
+
+_ASKS = [
+    ("a date or period", re.compile(r"^\s*(?:in )?what (?:year|date|month|day)\b|^\s*since when\b", re.I),
+     re.compile(r"\b(?:1[89]|20)\d\d\b|\b(?:January|February|March|April|May|June|July|August|September|October|"
+                r"November|December)\b")),
+    ("a time or a condition", re.compile(r"^\s*when\b", re.I),
+     re.compile(r"\d|\b(?:if|when|whenever|after|before|once|until|while|during|every|each|on|at|unless|as soon as)\b",
+                re.I)),
+    ("a number", re.compile(r"\bhow (?:many|much|long|often|large|big|small|old)\b|\bwhat (?:is the )?(?:number|amount|"
+                            r"percentage|size)\b", re.I),
+     re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|"
+                r"hundred|thousand|million|billion|once|twice|single|double|half|all|no|none|every|unlimited)\b", re.I)),
+    ("a variable's name", re.compile(r"\b(?:which|what)(?: (?:is|are) the)? (?:environment )?variables?\b", re.I),
+     re.compile(r"``[^`]+``|`[^`]+`|\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b|\$\w+")),
+    ("an option or command", re.compile(r"\b(?:which|what) (?:flag|option|switch|parameter|argument|command|"
+                                         r"subcommand|environment variable|variable)s?\b", re.I),
+     re.compile(r"``[^`]+``|`[^`]+`|(?<![\w-])--?[A-Za-z][\w-]*|\b[A-Z][A-Z0-9_]{2,}\b|\b[a-z]+ [a-z]+\b")),
+    ("a name", re.compile(r"^\s*who\b", re.I), re.compile(r"(?<!^)\b[A-Z][\w.-]*[A-Za-z0-9]")),
+    ("an address", re.compile(r"\bwhat (?:is|are) the (?:url|address|link|web ?site|endpoint)s?\b", re.I),
+     re.compile(r"://|\bwww\.|\b[\w-]+\.(?:com|org|net|io|dev)\b|``[^`]+``|`[^`]+`")),
+    ("an average", re.compile(r"\b(?:average|median|typical)\b|\bmean (?:size|value|number|time|length|count)\b", re.I),
+     re.compile(r"\b(?:average|mean|median|typical|typically|usually|on the whole|roughly|approximately|about|around)\b",
+                re.I)),
+    ("a number", re.compile(r"\bwhat (?:is|are) the (?:[\w/-]+ ){0,2}(?:port|size|limit|count|version|number|percentage|"
+                            r"amount|maximum|minimum|timeout|duration)s?\b", re.I),
+     re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|twelve|hundred|thousand|unlimited|"
+                r"no limit)\b", re.I)),
+    ("a default value", re.compile(r"\bwhat (?:is|are) the default\b", re.I),
+     re.compile(r"\bby default\b|\bdefaults? (?:to|is|are|value)\b|\bdefault\b[\w\s'`-]{0,30}?\b(?:is|are|was)\b|"
+                r"\bdefault:", re.I)),
+    ("steps in order", re.compile(r"\bwhat (?:is|are) the (?:\w+ )?(?:steps?|process|procedure|sequence)\b", re.I),
+     re.compile(r"\b(?:first|then|after|before|next|finally|followed by|once|until)\b|:\s", re.I)),
+    ("a purpose", re.compile(r"\bwhat (?:is|are) the (?:purpose|use|role|function)s? of\b|\bwhat (?:is|are) .{0,60}\bused "
+                             r"for\b|^\s*why\b", re.I),
+     re.compile(r"\b(?:allows?|lets?|enables?|so that|in order to|used (?:to|for)|purpose|helps?|makes? it possible|"
+                r"important|necessary|required|needed|"
+                r"is for|are for|because|to (?:avoid|prevent|ensure|make|keep|allow|speed|reduce|protect))\b",
+                re.I)),
+    ("a name", re.compile(r"\bwhat (?:is|are) the names? of\b", re.I),
+     re.compile(r"``[^`]+``|`[^`]+`|(?<!^)\b[A-Z][\w.-]*[A-Za-z0-9]|\b\w+[_.]\w+\b|\b\w+(?:-\w+){2,}\b|"
+                r"\b(?:named|called)\s+\S")),
+]
+#: A question about "the command" or "the option" that names none: it leans on the text it came from.
+_GENERIC = re.compile(r"\bthe (?:command|option|flag|user|file|tool|program|service|script|bucket|server|operation|"
+                      r"output|setting|repository|backend|result|feature|function|method|package|system)\b", re.I)
+
+
+def asks_elsewhere(question: str, sentence: str, heading: str, title: str) -> str | None:
+    """The first thing the question names (a name, a code term, an option) that neither its
+    sentence nor the sentence's section title or document name holds: the model took it from the
+    nearby text, so the sentence does not answer the question (None: every name is there)."""
+    held = fold(f"{sentence} {heading} {title}", "case")
+    for m in _TERM.finditer(question):
+        term = next(g for g in m.groups() if g)
+        if fold(term.strip("`"), "case") not in held:
+            return term
+    return None
+
+
+def answer_type(question: str, sentence: str) -> str | None:
+    """Why the sentence cannot answer what the question's wording asks for (None: it can): a
+    "when" question needs a time or a condition, "what year" a date, "how many" a number,
+    "which option" an option or command, "who" a name, "what is the default" a value, "what are
+    the steps" an order; then :func:`mentions_only` and :func:`says_not_to`."""
+    for kind, asks, holds in _ASKS:
+        if asks.search(question):
+            return None if holds.search(sentence) else f"the question asks for {kind}; its answer holds none"
+    return mentions_only(question, sentence) or says_not_to(question, sentence)
+
+
+#: "What is (the) X ...?": X, up to its first preposition, relative word or participle.
+_WHAT_IS = re.compile(r"^\s*what (?:is|are) (?:an? |the )?(?P<x>[^?]+?)\s*(?:\b(?:in|for|of|on|to|with|when|that|which|"
+                      r"by|from|between|regarding|within|if|as|at|under)\b[^?]*|\b\w+ed\b[^?]*)?\?\s*$", re.I)
+#: Words after which a sentence says what its subject is or holds.
+_DEFINES = {"is", "are", "was", "were", "means", "mean", "refers", "refer", "stands", "stand", "contains", "contain",
+            "consists", "describes", "defines", "lists", "holds", "include", "includes", "=", ":", "("}
+#: What other rules judge ("what is the name of", "the purpose of", "the default").
+_OTHER_KINDS = {"name", "names", "purpose", "purposes", "use", "role", "function", "default", "difference",
+                "differences", "number", "amount", "size", "port", "url", "address", "version", "steps", "step",
+                "process", "procedure", "sequence"}
+_TOKEN = re.compile(r"``[^`]+``|`[^`]+`|[\w'./-]+|[:=(]")
+#: A token that names something (code markup, an option, a path, a name in capitals, digits, a
+#: word with inner hyphens): what a markup-free sentence keeps of its names.
+_NAMED = re.compile(r"^`|^--?\w|[_./\d]|^[A-Z]|\w-\w")
+
+
+def mentions_only(question: str, sentence: str) -> str | None:
+    """Why a "what is X?" question is not answered by a sentence that only mentions X (None: it
+    may be): X (up to three words, before its first preposition or participle) is in the sentence,
+    but nothing after it says what it is or holds (a verb such as "is", "means", "contains" within
+    eight words, a colon, a name right after it) and no name other than X's own comes just before
+    it ("the restic self-update command" names the command; "the root user" does not say what the
+    root user is)."""
+    m = _WHAT_IS.match(question)
+    if not m:
+        return None
+    x = re.findall(r"[\w'-]+", m.group("x").lower())
+    if not x or len(x) > 3 or x[0] in _OTHER_KINDS or x[-1] in _OTHER_KINDS:
+        return None
+    head, own = x[-1], set(x)
+    tokens = _TOKEN.findall(sentence)
+    low = [fold(t.strip("`").strip(".,;'"), "case") for t in tokens]
+    at = [i for i, t in enumerate(low) if t in (head, head + "s") or t.rstrip("s") == head or head in t.split()]
+    if not at:
+        return None  # X is not in the sentence: the round trip and the reader judge it
+
+    def names(j: int) -> bool:
+        return bool(_NAMED.search(tokens[j].lstrip("(").rstrip(".,;:'")) and re.search(r"[^\W_]", tokens[j]) and j > 0
+                    and not set(low[j].split()) & own)
+
+    for i in at:
+        after = range(i + 1, len(low))
+        if any(low[j] in _DEFINES for j in after if j < i + 9) or ":" in low[i + 1:] or \
+                any(names(j) for j in after if j < i + 4) or any(names(j) for j in range(max(0, i - 3), i)):
+            return None
+    return f"the question asks what {' '.join(x)} is; its sentence only mentions it"
+
+
+_DO = re.compile(r"\b(?:recommended|best|right|correct|proper|should|way to|how (?:do|can|should|to))\b", re.I)
+_DONT = re.compile(r"^\W*(?:do not|don't|never|avoid)\b|\b(?:is not recommended|should not|must not)\b", re.I)
+
+
+def says_not_to(question: str, sentence: str) -> str | None:
+    """A question asking what to do ("the recommended way", "how should") of a sentence that only
+    says what not to do ("Do not use the development server when deploying to production.")."""
+    if _DO.search(question) and _DONT.search(plain_markup(sentence)):
+        return "the question asks what to do; its sentence says what not to do"
+    return None
+
+
+def plain_markup(text: str) -> str:
+    return re.sub(r"[*_]{1,2}", "", text)
+
+
+def restates(question: str, sentence: str) -> str | None:
+    """A question holding every content word of its sentence (4 or more): nothing is left for the
+    answer to say ("What is the canonical URL for the about endpoint without a trailing slash?" on
+    "The canonical URL for the about endpoint does not have a trailing slash.")."""
+    said = content_words(sentence)
+    if len(said) >= 4 and said <= content_words(question):
+        return f"the question holds every content word of its sentence ({len(said)}): nothing is left to answer"
+    return None

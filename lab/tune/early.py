@@ -1,0 +1,125 @@
+"""The early stop of ``lab tune reranker``: after a share of the steps (``--early-stop``, a quarter by
+default), the dev split is scored as at the end (:func:`lab.tune.dev.score_dev`: runs over the dev
+questions, the model as trained so far). When the model adds nothing to the first stage there, alone
+or fused at any weight, training stops with the figures and what to try, and nothing is saved: a
+tuning that would have run its whole budget to give a model worse than no model says so early.
+
+By default the check runs at a quarter of a run of at least :data:`MIN_STEPS` steps (a shorter run
+costs less than its check); ``--early-stop SHARE`` sets the share and checks a run of any length.
+
+The rule, *no learning*: ``max(tuned alone, fused at each weight) <= first stage`` on the dev MRR.
+A model with any signal lifts at least one fused order above the first stage's, so the rule is
+lenient: it fires on a head still at a constant score, not on a model that learns slowly. The
+embedding target is not checked (its dev run builds a whole index with the model: at the end only).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import shutil
+from pathlib import Path
+from typing import Any, Sequence
+
+from lab.errors import LabError
+from lab.tune.dev import score_dev
+from lab.tune.options import TuneOptions
+from lab.tune.pairs import TrainQuestion
+
+log = logging.getLogger(__name__)
+
+
+#: The default share of the steps after which the dev split is scored.
+DEFAULT_SHARE = 0.25
+#: The shortest run the default check applies to.
+MIN_STEPS = 50
+
+
+class NoLearning(LabError):
+    """The dev split shows no learning at the early check: exit 1 (the work was done and its answer is
+    no), with the figures and what to try."""
+
+    exit_code = 1
+
+
+def check_step(opts: TuneOptions, total: int, n_dev: int) -> int | None:
+    """The step after which the dev split is scored, or None where there is no check: off
+    (``--early-stop 0``, or the default on a run shorter than :data:`MIN_STEPS`), an embedding
+    model, no dev question, or a check that would fall on the last step."""
+    share = DEFAULT_SHARE if opts.early_stop is None and total >= MIN_STEPS else opts.early_stop
+    if not share or opts.target != "reranker" or n_dev == 0:
+        return None
+    step = max(1, math.ceil(share * total))
+    return step if step < total else None
+
+
+def no_learning(dev: dict[str, Any]) -> bool:
+    """The rule of the module's docstring, on :func:`~lab.tune.dev.score_dev`'s figures."""
+    before, after = dev.get("mrr_before"), dev.get("mrr_after")
+    if before is None or after is None:
+        return False
+    return max([after, *(dev.get("fusion") or {}).values()]) <= before
+
+
+def message(dev: dict[str, Any], step: int, total: int) -> tuple[str, str]:
+    """What :class:`NoLearning` says, and its hint."""
+    fusion = dev.get("fusion") or {}
+    best_w = max(fusion, key=lambda w: fusion[w]) if fusion else None
+    fused = f", best fused {fusion[best_w]:.4f} (w {best_w})" if best_w is not None else ""
+    text = (f"lab tune: after {step} of {total} steps ({step / total:.0%}) the dev split shows no learning: dev MRR "
+            f"first stage {dev['mrr_before']:.4f}, tuned alone {dev['mrr_after']:.4f}{fused} on {dev['n']} questions; "
+            f"the model adds nothing to the first stage, so training stopped {total - step} steps early and "
+            "nothing was saved")
+    hint = ("more training questions (--train FILE, a higher --pseudo), harder or more negatives (--negatives), "
+            "another learning rate or batch (--lr, --batch-size); --early-stop 0 trains to the end regardless")
+    return text, hint
+
+
+class EarlyStop:
+    """The early check as a trainer callback (:meth:`callback`), and its verdict after training
+    (:meth:`raise_if_stopped`)."""
+
+    def __init__(self, opts: TuneOptions, dev: Sequence[TrainQuestion], work: Path, total: int):
+        self.opts, self.dev, self.work, self.total = opts, dev, work, total
+        self.step = check_step(opts, total, len(dev))
+        self.figures: dict[str, Any] | None = None
+        self.stopped = False
+
+    def check(self, model: Any, step: int) -> bool:
+        """Score the dev split with ``model`` as it is at ``step``; True to stop."""
+        folder = self.work / "early"
+        shutil.rmtree(folder, ignore_errors=True)
+        model.save_pretrained(str(folder / "model"))
+        opts = TuneOptions(**{**vars(self.opts), "first_stage": ()})  # the dev split's own first stage only
+        self.figures = score_dev(str(folder / "model"), self.dev, opts, folder)
+        shutil.rmtree(folder, ignore_errors=True)
+        self.stopped = no_learning(self.figures)
+        log.info("early check after %d of %d steps: dev MRR first stage %s, tuned alone %s: %s", step, self.total,
+                 _fmt(self.figures.get("mrr_before")), _fmt(self.figures.get("mrr_after")),
+                 "no learning, stopping" if self.stopped else "learning, going on")
+        return self.stopped
+
+    def callback(self, model: Any) -> Any:
+        from transformers import TrainerCallback
+
+        early = self
+
+        class Check(TrainerCallback):
+            def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
+                if early.step is not None and state.global_step == early.step and early.check(model, early.step):
+                    control.should_training_stop = True
+                    control.should_save = False
+
+        return Check()
+
+    def raise_if_stopped(self) -> None:
+        """After training: where the check stopped it, remove the run's work folder and raise
+        :class:`NoLearning`."""
+        if self.stopped and self.figures is not None and self.step is not None:
+            shutil.rmtree(self.work, ignore_errors=True)
+            text, hint = message(self.figures, self.step, self.total)
+            raise NoLearning(text, hint=hint)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"

@@ -1,0 +1,99 @@
+"""The rules that read what a generated question asks for against its sentence, on rows people
+graded as bad (restic's and Flask's manuals, docs/own-documents.md) and on good rows of the same
+shape that must pass."""
+
+import pytest
+
+from lab.evalsets.asks import answer_type, asks_elsewhere, mentions_only, restates, says_not_to
+
+BAD = [  # (question, its sentence, what the rules say)
+    ("What is the root user?", "On UNIX-like systems this is traditionally the ``root`` user.",
+     "the question asks what root user is; its sentence only mentions it"),
+    ("What is the manpage for ionice?", "Take a look at the `ionice manpage`_ to learn about the other classes.",
+     "the question asks what manpage is; its sentence only mentions it"),
+    ("What is the default layout for the S3 backend?", "The S3 backend understands and accepts both forms, new "
+     "backends are always created with the default layout for compatibility reasons.",
+     "the question asks for a default value; its answer holds none"),
+    ("What are the environment variables used for Swift authentication?", "Because Swift supports various "
+     "authentication methods, credentials are passed through environment variables.",
+     "the question asks for a variable's name; its answer holds none"),
+    ("What is the name of the command used to schedule backups with Restic?", "Restic does not have a built-in way "
+     "of scheduling backups, as it's a tool that runs when executed rather than a daemon.",
+     "the question asks for a name; its answer holds none"),
+    ("What is the process for upgrading a repository from version 1 to version 2 using restic?", "Upgrading must be "
+     "done explicitly as a newer repository version increases the minimum restic version required.",
+     "the question asks for steps in order; its answer holds none"),
+    ("What is the average Blob size in the implementation?", "Files smaller than 512 KiB are not split, Blobs are of "
+     "512 KiB to 8 MiB in size.", "the question asks for an average; its answer holds none"),
+    ("What is the recommended way to run the development server?", "Do not use the development server when "
+     "deploying to production.", "the question asks what to do; its sentence says what not to do"),
+]
+GOOD = [
+    ("What is a snapshot in the context of a restic repository?", "*Snapshot*: A Snapshot stands for the state of a "
+     "file or directory that has been backed up at some point in time."),
+    ("What are the two commands needed for remove operations?", "For all remove operations, two commands need to be "
+     "called in sequence: ``forget`` to remove snapshots, and ``prune`` to remove the remaining data."),
+    ("What are the options for specifying files to back up in restic?", "The options ``--files-from`` and "
+     "``--files-from-raw`` allow you to give restic a file containing lists of file patterns."),
+    ("What is the option to use Windows' VSS for backup?", "On Windows, the --use-fs-snapshot option will use "
+     "Windows' Volume Shadow Copy Service (VSS) when creating backups."),
+    ("What is the HTTP method that Flask automatically adds support for when GET is present?", "If GET is present, "
+     "Flask automatically adds support for the HEAD method and handles HEAD requests."),
+    ("What is the name of the new user created in the tutorial?", "For this tutorial, the new user will be named "
+     "restic-demo-user."),
+    ("What is the default log level in Python if logging is not configured?", "If you don't configure logging, "
+     "Python's default log level is usually 'warning'."),
+    ("What is the purpose of passwordless login in SFTP?", "Passwordless login is important since automatic backups "
+     "are not possible if the server prompts for credentials."),
+    ("What is the encoding version for new data?", "For new data the encoding version is currently always ``2``."),
+    ("What does it mean to register blueprints multiple times?", "You can register blueprints multiple times though "
+     "not every blueprint might respond properly to that."),
+    ("What does the prune command do to backups older than 30 days?", "Backups older than 30 days are deleted by the "
+     "prune command."),
+]
+
+
+@pytest.mark.parametrize("question, sentence, said", BAD)
+def test_rows_people_graded_bad_are_refused_with_their_reason(question, sentence, said):
+    assert answer_type(question, sentence) == said
+
+
+@pytest.mark.parametrize("question, sentence", GOOD)
+def test_good_rows_of_the_same_shapes_pass(question, sentence):
+    assert answer_type(question, sentence) is None
+    assert restates(question, sentence) is None
+
+
+def test_a_question_holding_every_word_of_its_sentence_restates_it():
+    assert restates("What is the canonical URL for the about endpoint without a trailing slash?",
+                    "The canonical URL for the ``about`` endpoint does not have a trailing slash.") == \
+        "the question holds every content word of its sentence (5): nothing is left to answer"
+    assert restates("What are the released binaries for restic built using a Docker container?",
+                    "The released binaries for restic are built using a Docker container.") is not None
+
+
+def test_the_parts_alone():
+    assert mentions_only("What is the purpose of X?", "X is used.") is None  # another rule's kind
+    assert mentions_only("What is a tree?", "A tree contains a list of entries.") is None
+    assert mentions_only("What is a tree?", "Nothing here.") is None  # not in the sentence: not this rule's to say
+    assert says_not_to("How should I deploy?", "**Never** deploy on Fridays.") is not None
+    assert says_not_to("What does deploy do?", "Never deploy on Fridays.") is None
+    # a term in single quotes is a name the sentence must hold; an apostrophe is not a quote
+    assert asks_elsewhere("What does the 'debug' option do in the flask run command?",
+                          "The flask run command can do more than just start the development server.", "Run", "cli") \
+        == "debug"
+    assert asks_elsewhere("What is the option to use Windows' VSS for backup?",
+                          "On Windows, the --use-fs-snapshot option will use Windows' Volume Shadow Copy Service "
+                          "(VSS) when creating backups.", "Windows", "backup") is None
+
+
+def test_the_eta_counts_computed_candidates_only():
+    from lab.evalsets.questions import _Pace
+
+    pace = _Pace()
+    for seconds in (0.01, 0.02, 9.0, 11.0):  # two from the cache, two computed: 10 s a candidate
+        pace.add(seconds)
+    # 6 questions wanted, 2 accepted of 4 tried: 12 candidates more, 10 s each; at most the budget left
+    assert pace.left(6, 2, 4, 100) == 120.0
+    assert pace.left(6, 2, 4, 5) == 50.0
+    assert _Pace().left(6, 2, 4, 100) is None

@@ -1,0 +1,70 @@
+"""The review queue in a real browser against a real ``lab serve --review`` process: a reviewer
+keeps a row, moves a span by selecting text in the document (the reference taken from the span
+follows it), drops a row, and the reviewed copy on disk says so; HTML in a question stays text."""
+
+import json
+
+import pytest
+
+from lab.serve.reviews import copy_paths
+from test_review_queue import POLICY, review  # noqa: F401  (the fixture: a set, its documents, its sidecar)
+from test_serve_browser import Server, chromium, free_port, watched  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+
+def select(page, text: str) -> None:
+    """Select ``text`` in the document shown, as a mouse drag would, and let go of the button."""
+    page.evaluate("""text => {
+        const doc = document.getElementById("doc"), walker = document.createTreeWalker(doc, NodeFilter.SHOW_TEXT);
+        let node, seen = "", nodes = [];
+        while ((node = walker.nextNode())) { nodes.push([node, seen.length]); seen += node.data; }
+        const at = seen.indexOf(text), end = at + text.length, range = document.createRange();
+        for (const [n, off] of nodes) {
+            if (at >= off && at <= off + n.data.length) { range.setStart(n, at - off); break; }
+        }
+        for (const [n, off] of nodes) {
+            if (end >= off && end <= off + n.data.length) { range.setEnd(n, end - off); }
+        }
+        const sel = window.getSelection(); sel.removeAllRanges(); sel.addRange(range);
+        doc.dispatchEvent(new MouseEvent("mouseup", {bubbles: true}));
+    }""", text)
+
+
+def test_a_reviewer_keeps_moves_a_span_and_drops_in_the_browser(chromium, review):  # noqa: F811
+    server = Server(review["reports"], free_port(), ("--review", str(review["path"]))).start()
+    try:
+        page = chromium.new_page(viewport={"width": 1300, "height": 1000})
+        seen = watched(page)
+        page.goto(server.url + "/review/gen")
+        page.fill("#reviewer-name", "ana")
+        page.click("#who button")
+        # the doubted row first, its question as text, its note shown
+        assert page.locator("#item").get_attribute("data-id") == "g0002"
+        assert page.locator("#question").input_value() == "When was the snapshot <b>created</b>?"
+        assert "transcript" in page.locator("#notes").inner_text()
+        page.click(".choices button[data-verdict='drop']")
+        with page.expect_navigation():
+            page.click("#save")
+        assert page.locator("#item").get_attribute("data-id") == "g0003"
+        part = "Snapshots are kept for 30 days unless the forget command removes them earlier."
+        select(page, part)
+        assert page.locator(".choices button[data-verdict='fix']").get_attribute("aria-pressed") == "true"
+        assert page.locator("#reference").input_value() == part  # it was the old span's text: it follows
+        with page.expect_navigation():
+            page.click("#save")
+        assert page.locator("#item").get_attribute("data-id") == "g0001"
+        page.click(".choices button[data-verdict='keep']")
+        with page.expect_navigation():
+            page.click("#save")
+        assert "1 kept · 1 fixed · 1 dropped · 1 unreviewed" in page.locator("#counts").inner_text()
+        assert seen == {"dialogs": [], "errors": [], "elsewhere": []}
+    finally:
+        server.kill()
+    rows = [json.loads(x) for x in copy_paths(review["path"])[0].read_text(encoding="utf-8").splitlines()]
+    assert [(r["id"], r.get("review", {}).get("verdict")) for r in rows] == [("g0001", "keep"), ("g0003", "fix"),
+                                                                           ("g0004", None)]
+    start = POLICY.index(part)
+    assert rows[1]["references"][0] == {"source": "backup.md", "content": part, "start_index": start,
+                                        "end_index": start + len(part)}
+    assert rows[1]["reference_answer"] == part and rows[1]["review"]["by"] == "ana"

@@ -1,0 +1,184 @@
+"""The review queue of eval rows in ``lab serve``: verdicts kept in the labels database with who
+and when, the reviewed copy written beside the set (never the set), rows the rules doubt first,
+a fix that moves the span by the selected text, a row changed since its review unreviewed again,
+and ``lab audit`` / ``lab run`` reading the copy."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from lab.cli.serve import _review_set
+from lab.evalsets.evalset import load_eval_set
+from lab.serve.app import create_app
+from lab.serve.reviews import ReviewStore, copy_paths
+
+LOCAL = "http://127.0.0.1:8765"
+POLICY = ("Backup\n======\n\nThe backup command stores a snapshot of the given folders. Snapshots are kept "
+          "for 30 days unless the forget command removes them earlier.\n\n"
+          "Example output::\n\n    $ restic backup ~/work\n    created snapshot 40dc1520 at 2015-05-08 21:38\n")
+PRUNE = "Prune\n=====\n\nThe prune command removes data that no snapshot references any more.\n"
+
+
+def _row(i: int, question: str, source: str, text: str, part: str, **extra) -> dict:
+    start = text.index(part)
+    return {"id": f"g{i:04d}", "question": question, "reference_answer": part, "category": "direct_fact",
+            "references": [{"source": source, "content": part, "start_index": start, "end_index": start + len(part)}],
+            **extra}
+
+
+@pytest.fixture
+def review(tmp_path):
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "backup.md").write_text(POLICY, encoding="utf-8")
+    (kb / "prune.md").write_text(PRUNE, encoding="utf-8")
+    rows = [
+        _row(1, "What does the backup command store?", "backup.md", POLICY,
+             "The backup command stores a snapshot of the given folders.", keywords=["snapshot"]),
+        _row(2, "When was the snapshot <b>created</b>?", "backup.md", POLICY,
+             "created snapshot 40dc1520 at 2015-05-08 21:38"),  # an example's output: the rules doubt it
+        _row(3, "How long are snapshots kept?", "backup.md", POLICY,
+             "The backup command stores a snapshot of the given folders."),  # the span one sentence off
+        _row(4, "What does the prune command remove?", "prune.md", PRUNE,
+             "The prune command removes data that no snapshot references any more."),
+    ]
+    path = tmp_path / "sets" / "gen.jsonl"
+    path.parent.mkdir()
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (path.parent / "gen.gen.json").write_text(json.dumps({"knowledge_base": str(kb)}), encoding="utf-8")
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    rs = _review_set(path, None, 0)  # the knowledge base from the generator's sidecar
+    return {"path": path, "kb": kb, "rows": rows, "reports": reports, "set": rs,
+            "client": TestClient(create_app(reports, review_sets=(rs,)), base_url=LOCAL)}
+
+
+def post(client, **doc):
+    return client.post("/api/review", json={"set": "gen", "reviewer": "ana", **doc},
+                       headers={"Origin": LOCAL, "Content-Type": "application/json"})
+
+
+def copy_rows(path: Path) -> list[dict]:
+    return [json.loads(x) for x in copy_paths(path)[0].read_text(encoding="utf-8").splitlines()]
+
+
+def test_the_queue_shows_the_doubted_row_first_with_its_span_in_its_document(review):
+    assert review["set"].order() == ["g0002", "g0003", "g0001", "g0004"]  # the rules doubt two
+    assert review["set"].notes["g0002"] == ["Rows the rules doubt: its span lies in a transcript in backup.md: an "
+                                             "example's output, not a fact of the documents"]
+    page = review["client"].get("/review/gen?reviewer=ana")
+    assert page.status_code == 200
+    html = page.text
+    assert 'data-id="g0002"' in html
+    assert "When was the snapshot &lt;b&gt;created&lt;/b&gt;?" in html  # text, never markup
+    assert '<mark id="span">created snapshot 40dc1520 at 2015-05-08 21:38</mark>' in html
+    assert "0 kept · 0 fixed · 0 dropped · 4 unreviewed" in html
+    listing = review["client"].get("/review").text
+    assert str(review["path"]) in listing and "<td>4</td><td>2</td>" in listing
+
+
+def test_keep_fix_and_drop_write_a_reviewed_copy_and_never_the_set(review):
+    before = review["path"].read_bytes()
+    c = review["client"]
+    assert post(c, id="g0001", verdict="keep").status_code == 200
+    assert post(c, id="g0002", verdict="drop", note="an example's output").status_code == 200
+    text = POLICY
+    part = "Snapshots are kept for 30 days unless the forget command removes them earlier."
+    start = text.index(part)
+    fixed = post(c, id="g0003", verdict="fix", reference_answer="30 days, unless forget removes them earlier.",
+                 span={"source": "backup.md", "start": start, "end": start + len(part), "text": part})
+    assert fixed.status_code == 200, fixed.text
+    assert fixed.json()["counts"] == {"kept": 1, "fixed": 1, "dropped": 1, "unreviewed": 1}
+    assert review["path"].read_bytes() == before
+    rows = copy_rows(review["path"])
+    assert [r["id"] for r in rows] == ["g0001", "g0003", "g0004"]
+    assert rows[0]["review"]["verdict"] == "keep" and rows[0]["review"]["by"] == "ana"
+    assert rows[1]["references"] == [{"source": "backup.md", "content": part, "start_index": start,
+                                      "end_index": start + len(part)}]
+    assert rows[1]["reference_answer"] == "30 days, unless forget removes them earlier."
+    assert rows[1]["question"] == "How long are snapshots kept?" and rows[1]["review"]["verdict"] == "fix"
+    assert "review" not in rows[2]
+    meta = json.loads(copy_paths(review["path"])[1].read_text())
+    assert (meta["n_rows"], meta["n_reviewed"], meta["kept"], meta["fixed"], meta["dropped"], meta["unreviewed"]) == \
+        (3, 3, 1, 1, 1, 1)
+    # the copy is an eval set the lab reads: every row valid, the review kept on the row
+    loaded = load_eval_set(copy_paths(review["path"])[0], None)
+    assert [r.review.verdict if r.review else None for r in loaded.rows] == ["keep", "fix", None]
+    # who and when, in the labels database
+    stored = ReviewStore(review["reports"]).verdicts(str(review["path"].resolve()))
+    assert {k: (v["reviewer"], v["verdict"]) for k, v in stored.items()} == {
+        "g0001": ("ana", "keep"), "g0002": ("ana", "drop"), "g0003": ("ana", "fix")}
+    assert stored["g0002"]["note"] == "an example's output" and stored["g0001"]["updated_at"].endswith("Z")
+
+
+def test_a_span_selected_where_the_page_showed_other_offsets_is_found_by_its_text(review):
+    part = "removes data that no snapshot references"
+    right = PRUNE.index(part)
+    got = post(review["client"], id="g0004", verdict="fix", span={"source": "prune.md", "start": right - 3,
+                                                                  "end": right - 3 + len(part), "text": part})
+    assert got.status_code == 200
+    row = copy_rows(review["path"])[-1]
+    assert (row["references"][0]["start_index"], row["references"][0]["end_index"]) == (right, right + len(part))
+
+
+@pytest.mark.parametrize("doc, status, said", [
+    ({"id": "g0001", "verdict": "fix"}, 400, "nothing changed"),
+    ({"id": "g0001", "verdict": "fix", "question": "  "}, 400, "question: empty"),
+    ({"id": "g0001", "verdict": "fix", "span": {"source": "backup.md", "start": 0, "end": 4, "text": "nowhere"}},
+     400, "not in the document"),
+    ({"id": "g0001", "verdict": "fix", "span": {"source": "../etc/passwd", "start": 0, "end": 4, "text": "root"}},
+     400, "no document"),
+    ({"id": "g0001", "verdict": "maybe"}, 400, "not a verdict"),
+    ({"id": "g0001", "verdict": "keep", "reviewer": "<script>"}, 400, "not a name"),
+    ({"id": "nope", "verdict": "keep"}, 404, "no row"),
+])
+def test_a_bad_verdict_is_refused_with_its_reason_and_writes_nothing(review, doc, status, said):
+    got = post(review["client"], **doc)
+    assert got.status_code == status and said in got.json()["error"]
+    assert not copy_paths(review["path"])[0].exists()
+
+
+def test_a_row_changed_since_its_review_is_unreviewed_again(review):
+    assert post(review["client"], id="g0001", verdict="keep").status_code == 200
+    rows = review["rows"]
+    rows[0] = {**rows[0], "question": "What does the backup command keep?"}  # the set regenerated
+    review["path"].write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    rs = _review_set(review["path"], review["kb"], 0)
+    client = TestClient(create_app(review["reports"], review_sets=(rs,)), base_url=LOCAL)
+    assert "0 kept · 0 fixed · 0 dropped · 4 unreviewed" in client.get("/review/gen?reviewer=ana").text
+
+
+def test_the_audit_of_the_copy_says_what_a_person_read(review, tmp_path):
+    c = review["client"]
+    post(c, id="g0001", verdict="keep")
+    post(c, id="g0002", verdict="drop")
+    copy = copy_paths(review["path"])[0]
+    env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "LAB_CACHE": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-m", "lab", "audit", str(copy), "--kb", str(review["kb"]),
+                          "--html", str(tmp_path / "a.html")], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "read by a person: 1 of 3 rows (1 kept, 0 fixed; 1 dropped, not in this set) by ana; unread: 2, " \
+           "1 of them doubted by the rules" in out.stdout  # g0003: "how long" without a number
+    # the set itself: the copy beside it is named, not used
+    out = subprocess.run([sys.executable, "-m", "lab", "audit", str(review["path"]), "--kb", str(review["kb"]),
+                          "--html", str(tmp_path / "b.html")], capture_output=True, text=True, env=env, timeout=300)
+    assert "read by a person: 0 of 4 rows" in out.stdout
+    assert f"a copy is read only where it is named: {copy}" in out.stderr
+
+
+def test_review_refuses_a_set_without_ids_or_documents(tmp_path):
+    from lab.errors import DataError
+
+    path = tmp_path / "s.jsonl"
+    path.write_text(json.dumps({"question": "q?", "reference_answer": "a", "category": "c", "keywords": ["a"]})
+                    + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match="rows without an id"):
+        _review_set(path, tmp_path, 0)
+    path.write_text(json.dumps({"id": "x", "question": "q?", "reference_answer": "a", "category": "c",
+                                "keywords": ["a"]}) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match="--kb FOLDER"):
+        _review_set(path, None, 0)

@@ -1,0 +1,68 @@
+"""The early stop of `lab tune reranker`: when it checks, its rule on dev figures, and a real tuning
+on the fixture stopped at its check with the figures, exit 1 and nothing saved."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lab.tune.early import DEFAULT_SHARE, MIN_STEPS, check_step, message, no_learning
+from lab.tune.options import TuneOptions
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+
+
+@pytest.mark.parametrize("target, early_stop, total, n_dev, expected", [
+    ("reranker", None, 310, 50, 78),  # the default: a quarter of a long run (ceil(77.5))
+    ("reranker", None, MIN_STEPS - 1, 50, None),  # a short run costs less than its check
+    ("reranker", 0.5, 4, 5, 2),  # asked for: any length
+    ("reranker", 0.0, 310, 50, None),  # off
+    ("reranker", 0.99, 10, 5, None),  # the check would fall on the last step
+    ("reranker", None, 310, 0, None),  # no dev question
+    ("embedding", 0.5, 310, 50, None),  # its dev run builds an index: at the end only
+])
+def test_when_the_check_runs(target, early_stop, total, n_dev, expected):
+    opts = TuneOptions(target=target, out="x", early_stop=early_stop)
+    assert check_step(opts, total, n_dev) == expected
+    assert DEFAULT_SHARE == 0.25
+
+
+@pytest.mark.parametrize("dev, stop", [
+    ({"mrr_before": 0.60, "mrr_after": 0.28, "fusion": {"0.25": 0.41, "2": 0.59}, "n": 90}, True),  # formats set
+    ({"mrr_before": 0.60, "mrr_after": 0.28, "fusion": {"0.25": 0.41, "2": 0.60}, "n": 90}, True),  # equal: nothing added
+    ({"mrr_before": 0.60, "mrr_after": 0.28, "fusion": {"0.25": 0.41, "2": 0.61}, "n": 90}, False),  # fused adds
+    ({"mrr_before": 0.23, "mrr_after": 0.50, "fusion": {}, "n": 90}, False),  # alone adds
+    ({"mrr_before": None, "mrr_after": None, "n": 0}, False),  # nothing scored: no verdict
+])
+def test_the_rule(dev, stop):
+    assert no_learning(dev) is stop
+
+
+def test_the_message_gives_the_figures_and_what_to_try():
+    text, hint = message({"mrr_before": 0.6, "mrr_after": 0.28, "fusion": {"0.25": 0.41, "2": 0.59}, "n": 90}, 78, 310)
+    assert text == ("lab tune: after 78 of 310 steps (25%) the dev split shows no learning: dev MRR first stage 0.6000, "
+                    "tuned alone 0.2800, best fused 0.5900 (w 2) on 90 questions; the model adds nothing to the first "
+                    "stage, so training stopped 232 steps early and nothing was saved")
+    assert "--early-stop 0" in hint and "--pseudo" in hint
+
+
+@pytest.mark.slow
+def test_a_tuning_that_does_not_learn_stops_at_its_check(tmp_path, monkeypatch, cli):
+    """The fixture's reranker after 2 of 8 steps of a learning rate too small to move the fresh head
+    (1e-9): its dev split is scored by runs, shows nothing over the first stage, and the command
+    exits 1 with the figures, leaving no model and no checkpoint."""
+    project = tmp_path / "project"
+    shutil.copytree(FIXTURES, project)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LAB_CACHE", str(cache))
+    monkeypatch.chdir(project)
+    code, out, err = cli("tune", "reranker", "--index", "small-retrieval", "--pseudo", "30", "--out", "stuck",
+                         "--max-steps", "8", "--batch-size", "4", "--max-length", "64", "--no-progress",
+                         "--lr", "1e-9", "--early-stop", "0.25")
+    assert code == 1, (out, err)
+    assert "lab tune: after 2 of 8 steps (25%) the dev split shows no learning: dev MRR first stage" in err
+    assert "--early-stop 0 trains to the end regardless" in err
+    assert not (cache / "tuned" / "stuck").exists()
+    assert not [w for w in (cache / "tuned" / ".work").glob("stuck-*")]
