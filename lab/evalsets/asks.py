@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from lab.evalsets.extract import plain
 from lab.evidence.text import content_words, fold
 
 #: What a question names: a capitalised word past its first, a term in code markup, an option, a
@@ -145,13 +146,9 @@ _DONT = re.compile(r"^\W*(?:do not|don't|never|avoid)\b|\b(?:is not recommended|
 def says_not_to(question: str, sentence: str) -> str | None:
     """A question asking what to do ("the recommended way", "how should") of a sentence that only
     says what not to do ("Do not use the development server when deploying to production.")."""
-    if _DO.search(question) and _DONT.search(plain_markup(sentence)):
+    if _DO.search(question) and _DONT.search(plain(sentence)):
         return "the question asks what to do; its sentence says what not to do"
     return None
-
-
-def plain_markup(text: str) -> str:
-    return re.sub(r"[*_]{1,2}", "", text)
 
 
 def restates(question: str, sentence: str) -> str | None:
