@@ -88,7 +88,8 @@ def main() -> int:
         embed = lambda t: embedder.encode(list(t), "")  # noqa: E731
         t0 = time.perf_counter()
         if args.mode == "extractive":
-            out = extractive(docs, llms[0], embed, n, 0, max_candidates=2 if args.smoke else None)
+            out = extractive(docs, llms[0], embed, n, 0, max_candidates=2 if args.smoke else None,
+                             literal=corpus.literal)
         else:
             out = generate(docs, llms[0], llms[1], embed,
                            Options(n=n, max_candidates=2 if args.smoke else None, excerpt=args.excerpt))

@@ -286,7 +286,7 @@ def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str,
     try:
         if args.mode == "extractive":
             outcome = extractive(docs, writer, _embedder(embedding, _cache(args)), args.n, args.seed,
-                                 args.max_candidates, show, on_row=rows, deadline=deadline)
+                                 args.max_candidates, show, on_row=rows, deadline=deadline, literal=corpus.literal)
         else:
             opts = Options(n=args.n, seed=args.seed, max_candidates=args.max_candidates,
                            excerpt=args.excerpt or ("cited" if args.cite else "held"), **({"mix": mix} if mix else {}))
@@ -358,7 +358,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     findings = audit_eval_set(eval_set.rows, {d.metadata["source"]: d.text for d in corpus.documents},
                               source=str(args.eval_set), embed=_embedder(embedding, _cache(args)), support=support,
-                              run_samples=samples, reviewed=reviewed)
+                              run_samples=samples, reviewed=reviewed, literal=corpus.literal)
     write_atomic(page, render_audit(findings))
     print("\n".join(audit_lines(findings, more=str(page))))
     print(f"page: {page}")

@@ -103,8 +103,9 @@ def _review_set(path: Path, kb: Path | None, i: int) -> Any:
         if not named:
             raise DataError(f"--review {path}: which documents is it about?", hint="name them: --kb FOLDER")
         kb = Path(named)
-    documents = {d.metadata["source"]: d.text for d in _corpus(kb, LoaderConfig(extensions=ALL_FORMATS)).documents}
-    findings = audit_eval_set(eval_set.rows, documents, source=str(path))
+    corpus = _corpus(kb, LoaderConfig(extensions=ALL_FORMATS))
+    documents = {d.metadata["source"]: d.text for d in corpus.documents}
+    findings = audit_eval_set(eval_set.rows, documents, source=str(path), literal=corpus.literal)
     notes: dict[str, list[str]] = {}
     for anchor, (part, listed), title, _ in SECTIONS:
         if anchor not in DOUBTS:

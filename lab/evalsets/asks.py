@@ -3,8 +3,9 @@
 
 Each rule was read against rows people graded (docs/own-documents.md): a question that asks what
 something is when its sentence only mentions it, one that asks for a value, a name or steps its
-sentence does not give, one that asks what to do of a sentence that says what not to do, and one
-that restates its sentence (its answer is in the question).
+sentence does not give, one that asks what to do of a sentence that says what not to do, one that
+asks what something does of a sentence saying it does not, one that asks for several things of a
+sentence that lists none, and one that restates its sentence (its answer is in the question).
 """
 
 from __future__ import annotations
@@ -84,11 +85,14 @@ def answer_type(question: str, sentence: str) -> str | None:
     """Why the sentence cannot answer what the question's wording asks for (None: it can): a
     "when" question needs a time or a condition, "what year" a date, "how many" a number,
     "which option" an option or command, "who" a name, "what is the default" a value, "what are
-    the steps" an order; then :func:`mentions_only` and :func:`says_not_to`."""
+    the steps" an order; before them :func:`denies`, after them :func:`mentions_only`,
+    :func:`says_not_to` and :func:`lists_none`."""
+    if (why := denies(question, sentence)) is not None:
+        return why
     for kind, asks, holds in _ASKS:
         if asks.search(question):
             return None if holds.search(sentence) else f"the question asks for {kind}; its answer holds none"
-    return mentions_only(question, sentence) or says_not_to(question, sentence)
+    return mentions_only(question, sentence) or says_not_to(question, sentence) or lists_none(question, sentence)
 
 
 #: "What is (the) X ...?": X, up to its first preposition, relative word or participle.
@@ -148,6 +152,41 @@ def says_not_to(question: str, sentence: str) -> str | None:
     says what not to do ("Do not use the development server when deploying to production.")."""
     if _DO.search(question) and _DONT.search(plain(sentence)):
         return "the question asks what to do; its sentence says what not to do"
+    return None
+
+
+_NOT = re.compile(r"\b(?:not|never|no longer)\s+(?:\w+ly\s+)?(?:be\s+)?(\w+)|\b\w+n't\s+(?:\w+ly\s+)?(\w+)", re.I)
+_NEGATED_Q = re.compile(r"\b(?:not|n't|never|no longer|without|avoid|prevent|instead of|unless|except)\b", re.I)
+
+
+def denies(question: str, sentence: str) -> str | None:
+    """A question asking what something does of a sentence saying it does not ("What does
+    click.argument() take as a parameter?" on "click.argument() does not take a help
+    parameter."): a verb the sentence negates is in the question (by its first five letters),
+    which itself negates nothing."""
+    if _NEGATED_Q.search(question):
+        return None
+    asked = {w[:5] for w in re.findall(r"[a-z]{3,}", question.lower())}
+    for m in _NOT.finditer(plain(sentence)):
+        verb = (m.group(1) or m.group(2)).lower()
+        if len(verb) >= 3 and verb[:5] in asked and verb not in {"the", "only", "all", "any", "just", "more", "have"}:
+            return f"the question asks what {verb!r} does or is; its sentence says it does not"
+    return None
+
+
+#: "What are some X?", "What are the two X?", "Which X are ...": a question asking for several things.
+_SEVERAL = re.compile(r"^\s*what are (?:some|several|a few|the (?:two|three|four|five|several|various|different|main|"
+                      r"key|other|available|recommended|common)\b)|^\s*(?:list|name) (?:some|the|all)\b", re.I)
+#: A list: "A, B and C", "A or B", "two ...", a colon before items.
+_LIST = re.compile(r"\w[\w`'\")]*,\s+[^,]+(?:,\s+[^,]+)*,?\s+(?:and|or)\s+\w|\b(?:and|or|as well as)\b|:\s+\S|"
+                   r"\b(?:two|three|four|five|six|both|either)\b", re.I)
+
+
+def lists_none(question: str, sentence: str) -> str | None:
+    """A question asking for several things ("What are some Flask extensions for server-side
+    sessions?") of a sentence that names no two (no "A, B and C", no "and"/"or", no count)."""
+    if _SEVERAL.search(question) and not _LIST.search(plain(sentence)):
+        return "the question asks for several things; its sentence lists none"
     return None
 
 

@@ -261,7 +261,7 @@ def _power(samples: Sequence[dict] | None, ids: set[str | None]) -> dict | None:
     }
 
 
-def _doubt(row: EvalRow, documents: dict[str, str]) -> str | None:
+def _doubt(row: EvalRow, documents: dict[str, str], literal: dict[str, list]) -> str | None:
     """Why the generator would have rejected ``row`` today (the rule checks of
     :mod:`lab.evalsets.generate` and :mod:`lab.evalsets.questions`): a span in a code block, a
     console transcript or a table (the example's output, not a fact of the documents), a question
@@ -273,7 +273,8 @@ def _doubt(row: EvalRow, documents: dict[str, str]) -> str | None:
     spans = [r.content for r in refs if r.content]
     for ref in refs:
         text = documents.get(ref.source)
-        if text is not None and (kind := in_example(text, ref.source, ref.start_index, ref.end_index)) is not None:
+        if text is not None and (kind := in_example(text, ref.source, ref.start_index, ref.end_index,
+                                                    literal.get(ref.source, ()))) is not None:
             return f"its span lies in a {kind} in {ref.source}: an example's output, not a fact of the documents"
     if spans and (why := answer_type(row.question, " ".join(spans)) or restates(row.question, " ".join(spans))):
         return why
@@ -320,12 +321,14 @@ def audit_eval_set(rows: Sequence[EvalRow], documents: dict[str, str], *, source
                    embed: Callable[[list[str]], np.ndarray] | None = None,
                    support: Callable[[str, str, list[str]], Any] | None = None,
                    run_samples: Sequence[dict] | None = None, reviewed: dict | None = None,
-                   near_threshold: float = NEAR_DUPLICATE, common_share: float = 0.5) -> dict:
+                   near_threshold: float = NEAR_DUPLICATE, common_share: float = 0.5,
+                   literal: dict[str, list] | None = None) -> dict:
     """The findings on ``rows`` (from ``load_eval_set``) against ``documents`` ({source path as
     the loader spells it: text}). ``embed`` turns on near duplicates, ``support(question,
     answer, evidence)`` the check of reference answers against their spans, ``run_samples`` (a
     run's samples.jsonl rows) the detectable MRR difference per category, ``reviewed`` (the sidecar
-    of a reviewed copy, :mod:`lab.serve.reviews`) the rows a person dropped. ``source`` names the
+    of a reviewed copy, :mod:`lab.serve.reviews`) the rows a person dropped, ``literal`` the HTML
+    pages' ``<pre>`` ranges (:attr:`lab.rag.loaders.Corpus.literal`). ``source`` names the
     eval set in the reports. ``summary.ok`` is false when a score would be wrong, not just weak:
     a span error, an exact duplicate, a keyword in no document."""
     docs = {s: fold(t, "case") for s, t in documents.items()}
@@ -338,7 +341,7 @@ def audit_eval_set(rows: Sequence[EvalRow], documents: dict[str, str], *, source
         "support": _support(rows, support),
         "size": _listed(rows=[_item(r, why) for r in rows if (why := size_problem(r.question, r.reference_answer))]),
         "checks": _listed(rows=[_item(r, why + (f" (read by {r.review.by}: {r.review.verdict})" if r.review else ""))
-                                for r in rows if (why := _doubt(r, documents))]),
+                                for r in rows if (why := _doubt(r, documents, literal or {}))]),
         "power": _power(run_samples, {r.id for r in rows}),
         "addressed": addressed_documents(documents),
     }

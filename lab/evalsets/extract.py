@@ -6,7 +6,8 @@ text of an HTML page alike:
 
 - ``code``: a fenced (```` ``` ````, ``~~~``) or indented block, a reStructuredText literal block
   (after a paragraph ending in ``::``, or under ``.. code-block::``, ``.. code::``,
-  ``.. sourcecode::``), a ``<pre>`` element;
+  ``.. sourcecode::``), a ``<pre>`` element (in an HTML page's text, where the tags are gone, the
+  ranges the loader found them at: ``literal``);
 - ``transcript``: a code block, or a run of lines, where a line starts with a shell prompt
   (``$``, ``#``, ``>``, ``PS>``, ``>>>``): a console session and its output ("restoring
   <Snapshot of ...> at 2015-05-08 21:40:19"), whose timestamps and counts are the example's, not
@@ -45,7 +46,7 @@ _COMMENT = re.compile(r"^\s*\.\.(?:\s|$)")
 _UNDERLINE = re.compile(r"^\s*([=\-~^\"'`#*+_:.])\1{2,}\s*$")
 _MD_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+\S")
 _TABLE = re.compile(r"^\s*(?:\+[-=+]{2,}|\|.*\||=+(?:\s+=+)+\s*$)")
-_OPTION = re.compile(r"^\s*(?:-\w|--[\w-]+)(?:[ =][^\s]+)?(?:,\s*--?[\w-]+(?:[ =][^\s]+)?)*(?:\s{2,}|\t|$)")
+_OPTION = re.compile(r"^\s*(?:``)?(?:-\w|--[\w-]+)(?:[ =][^\s]+)?(?:,\s*--?[\w-]+(?:[ =][^\s]+)?)*(?:\s{2,}|\t|$)")
 _PROMPT = re.compile(r"^\s*(?:\$|#|>|PS[^>\n]*>|>>>|[A-Za-z]:\\[^>\n]*>)\s+\S")
 _PRE_OPEN, _PRE_CLOSE = re.compile(r"<pre\b", re.I), re.compile(r"</pre>", re.I)
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)]|#\.)\s+")
@@ -57,7 +58,8 @@ _POINTING = re.compile(r"^(?:it|this|that|these|those|they|them|he|she|then|but|
                        r"such|both|thus|hence|therefore|otherwise|instead|similarly|likewise|for example|for instance|"
                        r"in this case|in that case|as (?:mentioned|described|shown|seen|noted)|see|note:?|now|in addition|another|"
                        r"again|finally|first|second|next|last|lastly|alternatively|additionally|furthermore|moreover|the latter|"
-                       r"the former|the same|the patterns?|the above|the command|the output|because of (?:that|this)|on top of that|"
+                       r"the former|the same|the patterns?|the above|the others?|the rest|the remaining|the command|"
+                       r"the output|because of (?:that|this)|on top of that|"
                        r"in contrast|by contrast|in comparison|unlike (?:that|this|those|these))\b",
                        re.I)
 #: Words that send the reader elsewhere in the document: "(see table below)", "in this case".
@@ -119,14 +121,17 @@ def _flavour(source: str) -> str:
     return "rst" if name.endswith((".rst", ".rst.txt", ".rest")) else "md"
 
 
-def blocks(text: str, source: str = "") -> list[Block]:
+def blocks(text: str, source: str = "", literal: Sequence[Sequence[int]] = ()) -> list[Block]:
     """``text`` cut into blocks by its markup (the module's docstring); ``source``, the file's
-    name, says whether an indented block is code (Markdown) or a quotation (reStructuredText)."""
+    name, says whether an indented block is code (Markdown) or a quotation (reStructuredText);
+    ``literal``: ``[start, end)`` ranges known to be literal blocks though the text does not say
+    so (an HTML page's ``<pre>`` elements, :attr:`lab.rag.loaders.Corpus.literal`)."""
     rst = _flavour(source) == "rst"
     lines = _lines(text)
     out: list[Block] = []
     heading = ""
     i = 0
+    marked = sorted((a, b) for a, b in literal)
 
     def add(a: int, b: int, kind: str) -> None:
         if b > a:
@@ -149,6 +154,15 @@ def blocks(text: str, source: str = "") -> list[Block]:
         stripped = line.strip()
         if not stripped:
             i += 1
+            continue
+        while marked and marked[0][1] <= lines[i][0]:
+            marked.pop(0)
+        if marked and marked[0][0] < lines[i][1]:  # a line of a known literal block: up to its end
+            k = i
+            while k < len(lines) and lines[k][0] < marked[0][1]:
+                k += 1
+            add(i, k, code_kind(i, k))
+            i = k
             continue
         nxt = lines[i + 1][2] if i + 1 < len(lines) else ""
         # headings: "# Title", and a title under- (and over-)lined
@@ -325,10 +339,11 @@ def kinds(text: str, source: str = "") -> dict[str, int]:
     return out
 
 
-def in_example(text: str, source: str, start: int, end: int) -> str | None:
+def in_example(text: str, source: str, start: int, end: int, literal: Sequence[Sequence[int]] = ()) -> str | None:
     """The kind of block (``code``, ``transcript``, ``table``) a span lies mostly in, or None
-    when it lies in prose: a question about an example's output asks about the example."""
-    for b in blocks(text, source):
+    when it lies in prose: a question about an example's output asks about the example.
+    ``literal``: as for :func:`blocks`."""
+    for b in blocks(text, source, literal):
         if b.kind in ("code", "transcript", "table") and min(end, b.end) - max(start, b.start) > (end - start) / 2:
             return b.kind
     return None

@@ -208,15 +208,16 @@ class Extracted:
 def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], np.ndarray], n: int, seed: int,
                max_candidates: int | None = None, show_progress: bool = False,
                on_row: Callable[[dict], None] | None = None, deadline: float | None = None,
-               round_trip_k: int = ROUND_TRIP_K) -> Extracted:
+               round_trip_k: int = ROUND_TRIP_K, literal: dict[str, list] | None = None) -> Extracted:
     """Up to ``n`` rows (see the module's docstring). ``on_row`` is called with each row as it is
     accepted (``lab generate`` writes it at once); the loop stops at ``deadline`` (a
-    ``time.monotonic()`` value) or on Ctrl-C, keeping what it accepted (``stats["stopped"]``)."""
+    ``time.monotonic()`` value) or on Ctrl-C, keeping what it accepted (``stats["stopped"]``).
+    ``literal``: the HTML pages' ``<pre>`` ranges (:attr:`lab.rag.loaders.Corpus.literal`)."""
     t0 = time.perf_counter()
     prompt = load_prompt(PROMPT)
     order = sorted(docs)
     folded = [fold(docs[s]) for s in order]
-    cut = {s: blocks(docs[s], s) for s in order}  # each document parsed once, for the pool and the candidates
+    cut = {s: blocks(docs[s], s, (literal or {}).get(s, ())) for s in order}  # each document parsed once, for the pool and the candidates
     found = {s: candidates(s, docs[s], cut[s]) for s in order}
     pool_texts = [docs[s][a:b] for s in order for blk in cut[s] if blk.kind == "prose"
                   for a, b in prose_sentences(docs[s], blk)]

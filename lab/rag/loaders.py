@@ -97,6 +97,8 @@ class _TextOfHTML(HTMLParser):
         self.skipping = 0
         self.title = ""
         self._in_title = False
+        self.pre: list[list[str]] = []  # the data of each <pre> element
+        self._in_pre = 0
 
     def handle_starttag(self, tag: str, attrs: Any) -> None:
         if tag == "title":
@@ -107,6 +109,10 @@ class _TextOfHTML(HTMLParser):
             self.parts.append("\n")
         if tag in {"td", "th"}:
             self.parts.append(" | ")
+        if tag == "pre" and not self.skipping:
+            self._in_pre += 1
+            if self._in_pre == 1:
+                self.pre.append([])
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "title":
@@ -115,29 +121,73 @@ class _TextOfHTML(HTMLParser):
             self.skipping = max(0, self.skipping - 1)
         elif tag in self.BLOCKS:
             self.parts.append("\n")
+        if tag == "pre":
+            self._in_pre = max(0, self._in_pre - 1)
 
     def handle_data(self, data: str) -> None:
         if self._in_title:
             self.title += data
         if not self.skipping:
             self.parts.append(data)
+            if self._in_pre:
+                self.pre[-1].append(data)
 
 
 def html_text(html: str) -> tuple[str, str]:
     """(visible text with block structure as line breaks, the page title)."""
+    text, title, _ = _html_read(html)
+    return text, title
+
+
+def _html_read(html: str) -> tuple[str, str, list[list[int]]]:
     parser = _TextOfHTML()
     parser.feed(html)
     parser.close()
-    lines = [" ".join(line.split()) for line in "".join(parser.parts).splitlines()]
+    out = _normalised("".join(parser.parts))
+    return "\n".join(out).strip(), " ".join(parser.title.split()), _literal_ranges(out, parser.pre)
+
+
+def _normalised(text: str) -> list[str]:
+    """Lines with their whitespace runs made one space, runs of blank lines made one."""
     out, blank = [], False
-    for line in lines:
+    for line in (" ".join(line.split()) for line in text.splitlines()):
         if line:
             out.append(line)
             blank = False
         elif not blank and out:
             out.append("")
             blank = True
-    return "\n".join(out).strip(), " ".join(parser.title.split())
+    return out
+
+
+def _literal_ranges(out: list[str], pre: list[list[str]]) -> list[list[int]]:
+    """Each ``<pre>`` element's ``[start, end)`` in the text made of ``out`` (its lines found in
+    order, blank lines between them skipped): the text keeps a literal block's lines but not that
+    they were one, so this says it beside the text, which every index key is made from."""
+    starts, pos = [], 0
+    for line in out:
+        starts.append(pos)
+        pos += len(line) + 1
+    ranges, cursor = [], 0
+    for data in pre:
+        want = [line for line in _normalised("".join(data)) if line]
+        if not want:
+            continue
+        for j in range(cursor, len(out)):
+            if out[j] != want[0]:
+                continue
+            k, matched = j, 0
+            while k < len(out) and matched < len(want):
+                if out[k] == want[matched]:
+                    matched += 1
+                elif out[k]:
+                    break
+                k += 1
+            if matched == len(want):
+                ranges.append([starts[j], starts[k - 1] + len(out[k - 1])])
+                cursor = k
+                break
+    return ranges
 
 
 def read_html(path: Path) -> tuple[str, dict]:
@@ -146,10 +196,10 @@ def read_html(path: Path) -> tuple[str, dict]:
         html = raw.decode("utf-8")
     except UnicodeDecodeError:
         html = raw.decode("latin-1")
-    text, title = html_text(html)
+    text, title, literal = _html_read(html)
     if not text:
         raise Unreadable("no visible text in the HTML")
-    return text, ({"title": title} if title else {})
+    return text, ({"title": title} if title else {}) | ({"literal": literal} if literal else {})
 
 
 READERS = {"pdf": read_pdf, "docx": read_docx, "html": read_html}
@@ -181,6 +231,8 @@ class Corpus:
     documents: list[Document]
     skipped: list[str] = field(default_factory=list)  # "path: why"
     pages: dict[str, list] = field(default_factory=dict)  # PDF source -> [[page, start, end], ...]
+    #: HTML source -> [[start, end], ...] of its ``<pre>`` elements in the text (in no key)
+    literal: dict[str, list] = field(default_factory=dict)
 
     @property
     def content_hash(self) -> str:
@@ -293,7 +345,7 @@ def load_folder(root: Path, extensions: Sequence[str], max_file_bytes: int, embe
             f"knowledge base {root} has no files ending in {', '.join(sorted(exts))}",
             hint="add documents, or set loader.extensions",
         )
-    documents, pages = [], {}
+    documents, pages, literal = [], {}, {}
     for path in paths:
         rel = path.relative_to(root).as_posix()
         size = path.stat().st_size
@@ -312,6 +364,8 @@ def load_folder(root: Path, extensions: Sequence[str], max_file_bytes: int, embe
                 continue
             if "pages" in extra:
                 pages[rel] = extra.pop("pages")
+            if "literal" in extra:
+                literal[rel] = extra.pop("literal")
             documents.append(_document(rel, path, text, embed_metadata))
             continue
         raw = path.read_bytes()
@@ -342,7 +396,7 @@ def load_folder(root: Path, extensions: Sequence[str], max_file_bytes: int, embe
     if not documents:
         raise DataError(f"knowledge base {root}: no file has text ({len(skipped)} skipped: {'; '.join(skipped[:3])})",
                         hint="add documents with text")
-    return Corpus(root=root, documents=documents, skipped=skipped, pages=pages)
+    return Corpus(root=root, documents=documents, skipped=skipped, pages=pages, literal=literal)
 
 
 def _document(rel: str, path: Path, text: str, embed_metadata: bool) -> Document:

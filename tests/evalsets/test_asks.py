@@ -27,6 +27,17 @@ BAD = [  # (question, its sentence, what the rules say)
      "512 KiB to 8 MiB in size.", "the question asks for an average; its answer holds none"),
     ("What is the recommended way to run the development server?", "Do not use the development server when "
      "deploying to production.", "the question asks what to do; its sentence says what not to do"),
+    # Click's and Flask's rows (docs/generated-rows-read.md)
+    ("What does the `click.argument()` function take as a parameter?", "click.argument() does not take a help "
+     "parameter.", "the question asks what 'take' does or is; its sentence says it does not"),
+    ("What is the name of the function that serializes arrays in Flask?", "In Flask 0.10 and lower, "
+     ":func:`~flask.jsonify` did not serialize top-level arrays to JSON.",
+     "the question asks what 'serialize' does or is; its sentence says it does not"),
+    ("What are the two main reasons for using setuptools?", "With Click you can continue doing that, but there are "
+     "better ways through setuptools.", "the question asks for several things; its sentence lists none"),
+    ("What are some situations where perfectly fine code can lead to server errors?", "Even if your code is 100% "
+     "correct, you will still see exceptions from time to time.",
+     "the question asks for several things; its sentence lists none"),
 ]
 GOOD = [
     ("What is a snapshot in the context of a restic repository?", "*Snapshot*: A Snapshot stands for the state of a "
@@ -50,6 +61,11 @@ GOOD = [
      "not every blueprint might respond properly to that."),
     ("What does the prune command do to backups older than 30 days?", "Backups older than 30 days are deleted by the "
      "prune command."),
+    ("What does restic not back up by default?", "restic does not back up files in its cache directory by default."),
+    ("What does the prune command remove?", "The prune command removes unreferenced data and does not touch "
+     "snapshots."),
+    ("What are some backends restic supports?", "restic supports local directories, SFTP servers and S3 buckets."),
+    ("What are the main commands for maintenance?", "Maintenance needs ``forget`` and ``prune``."),
 ]
 
 

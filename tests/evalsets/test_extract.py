@@ -182,3 +182,58 @@ def test_coverage_visits_every_document_and_section_before_repeating():
     order = [(c.source, c.heading) for c in coverage_order(docs, seed=0)]
     assert len(order) == 4
     assert set(order[:3]) == {("a.md", "One"), ("a.md", "Two"), ("b.md", "Three")}  # one of each first
+
+
+PAGE = """<html><head><title>Options</title></head><body>
+<h1>Options</h1>
+<p>Options are added to commands with the option decorator and default to None.</p>
+<div class="highlight"><pre><span class="nd">@click.option</span>(<span class="s1">'--count'</span>, default=1)
+<span class="k">def</span> hello(count):
+    <span class="sd">\"\"\"Simple program that greets NAME for a total of COUNT times.\"\"\"</span>
+
+    click.echo(count)
+</pre></div>
+<p>The help page lists every option with its default value and its help text.</p>
+<pre>Usage: hello [OPTIONS]
+  Simple program that greets NAME for a total of COUNT times.</pre>
+</body></html>
+"""
+
+
+def test_an_html_pages_pre_elements_are_examples_though_its_text_lost_the_tags(tmp_path):
+    """The loader's text of an HTML page keeps a ``<pre>``'s lines but not its tags (the text is
+    what the index keys are made of, so it stays as it was); the loader gives the elements'
+    ranges beside it, and with them the docstring inside the example is no candidate."""
+    from lab.rag.loaders import load_folder
+
+    (tmp_path / "options.html").write_text(PAGE, encoding="utf-8")
+    corpus = load_folder(tmp_path, [".html"], 1_000_000, False)
+    text, literal = corpus.documents[0].text, corpus.literal["options.html"]
+    assert "<pre" not in text and len(literal) == 2
+    assert [text[a:b] for a, b in literal] == [
+        "@click.option('--count', default=1)\ndef hello(count):\n"
+        "\"\"\"Simple program that greets NAME for a total of COUNT times.\"\"\"\n\nclick.echo(count)",
+        "Usage: hello [OPTIONS]\nSimple program that greets NAME for a total of COUNT times."]
+    docstring = "Simple program that greets NAME for a total of COUNT times."
+    without = _sentences("options.html", text)
+    assert sum(docstring in s for s in without) >= 1  # the tags gone, the example reads as prose
+    got = [" ".join(c.text.split()) for c in candidates("options.html", text, blocks(text, "options.html", literal))]
+    assert got == ["Options are added to commands with the option decorator and default to None.",
+                   "The help page lists every option with its default value and its help text."]
+    at = text.index(docstring)
+    assert in_example(text, "options.html", at, at + len(docstring)) is None
+    assert in_example(text, "options.html", at, at + len(docstring), literal) == "code"
+
+
+def test_option_rows_in_code_markup_pointing_openings_and_questions_on_the_given_snippet():
+    from lab.evalsets.excerpts import vague
+
+    rst = ("Options\n=======\n\n"
+           "``--app src/hello``     Sets the current working directory to ``src`` then imports ``hello``.\n\n"
+           "The other two are for the ``show`` function of the ``simple_page`` blueprint.\n\n"
+           "The ``--app`` option tells Flask where to find the application instance.\n")
+    assert _sentences("cli.rst.txt", rst) == ["The ``--app`` option tells Flask where to find the application instance."]
+    assert [b.kind for b in blocks(rst, "cli.rst.txt")][:2] == ["heading", "table"]
+    assert vague("What is the default behavior of options in the given code snippet?")
+    assert vague("What does the `--count` option do in the `index` documentation?")
+    assert not vague("What does the --count option default to?")
