@@ -15,6 +15,7 @@ nested mappings merged last, built with :func:`set_path` and :func:`retrieval_on
 from __future__ import annotations
 
 import copy
+import logging
 import os
 import re
 import typing
@@ -30,6 +31,8 @@ from lab.config.target import PIPELINE_SECTIONS
 from lab.config.components import ChunkerConfig, RerankerConfig, RetrieverConfig
 from lab.errors import ConfigError
 from lab.registry import Registry, did_you_mean
+
+log = logging.getLogger(__name__)
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -330,6 +333,7 @@ def load_experiment(
     raw["extends"] = read_yaml(path).get("extends")  # the direct parent, for the record
     if overrides:
         raw = merge(raw, overrides)
+        raw = _formats_found(raw, overrides)
     _check_component_names(raw, chain)
     try:
         return ExperimentConfig.model_validate(raw)
@@ -338,6 +342,37 @@ def load_experiment(
             f"invalid experiment config {name!r}:\n" + _format_validation_error(exc, chain, overrides),
             hint="docs/reference/config.md lists every key, its type and its default",
         ) from None
+
+
+#: The formats the lab reads (``lab.rag.loaders``), as ``lab generate`` and ``lab serve --review`` read a folder.
+READABLE = (".md", ".txt", ".pdf", ".docx", ".html", ".htm")
+
+
+def _formats_found(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """A knowledge base given for this run (``--kb``) that holds no file of the config's
+    ``loader.extensions`` but files of other formats the lab reads (HTML pages, say, where the
+    config reads Markdown) is read in those formats, as ``lab generate`` read it: logged, and
+    recorded in the run's config. Any file of the config's formats leaves the config as it is."""
+    kb = (overrides.get("data") or {}).get("knowledge_base")
+    loader = raw.get("loader", {})
+    if not kb or not isinstance(loader, dict) or not isinstance(loader.get("extensions", [".md", ".txt"]), list):
+        return raw
+    root = Path(kb)
+    if not root.is_dir():
+        return raw
+    wanted = {str(e).lower() for e in loader.get("extensions", [".md", ".txt"])}
+    found: set[str] = set()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found |= {Path(f).suffix.lower() for f in files if not f.startswith(".")}
+        if found & wanted:
+            return raw
+    readable = sorted(found & set(READABLE))
+    if not readable:
+        return raw
+    log.warning("knowledge base %s has no %s file: reading its %s files instead (recorded as loader.extensions "
+                "in the run's config)", root, ", ".join(sorted(wanted)), ", ".join(readable))
+    return merge(raw, {"loader": {"extensions": readable}})
 
 
 def dump_yaml(config: ExperimentConfig) -> str:

@@ -217,3 +217,30 @@ def test_a_bad_key_in_a_file_is_still_named_by_file_and_line(tmp_path):
     with pytest.raises(ConfigError) as exc:
         load_experiment("typo", tmp_path, {"retriever": {"top_k": 3}})
     assert f"{tmp_path / 'typo.yaml'} line 5: field 'retriever.alfa': unknown key" in exc.value.message
+
+
+def test_a_kb_given_for_a_run_in_other_formats_is_read_in_them(tmp_path, caplog):
+    """``lab run turn13 --kb PAGES`` on a folder of HTML pages (the config reads Markdown and text)
+    reads the pages, as ``lab generate`` did, saying so; one file of the config's formats leaves
+    the config as it is, and so does a folder with nothing the lab reads."""
+    from lab.config import run_overrides
+
+    write(tmp_path, "a", BASE)
+    pages = tmp_path / "pages"
+    (pages / "user").mkdir(parents=True)
+    (pages / "user" / "quickstart.html").write_text("<p>Hi.</p>")
+    (pages / "index.HTML").write_text("<p>Hi.</p>")
+    (pages / "logo.png").write_bytes(b"\x89PNG")
+    (pages / ".hidden").mkdir()
+    (pages / ".hidden" / "notes.md").write_text("hidden")
+    with caplog.at_level("WARNING"):
+        cfg = load_experiment("a", tmp_path, run_overrides(pages))
+    assert cfg.loader.extensions == [".html"]
+    assert "has no .md, .txt file: reading its .html files instead" in caplog.text
+    (pages / "user" / "notes.md").write_text("# Notes")
+    assert load_experiment("a", tmp_path, run_overrides(pages)).loader.extensions == [".md", ".txt"]
+    images = tmp_path / "images"
+    images.mkdir()
+    (images / "a.png").write_bytes(b"\x89PNG")
+    assert load_experiment("a", tmp_path, run_overrides(images)).loader.extensions == [".md", ".txt"]
+    assert load_experiment("a", tmp_path).loader.extensions == [".md", ".txt"]
