@@ -191,10 +191,10 @@ def lists_none(question: str, sentence: str) -> str | None:
 
 
 def restates(question: str, sentence: str) -> str | None:
-    """A question holding every content word of its sentence (4 or more): nothing is left for the
+    """A question holding every content word of its sentence (3 or more): nothing is left for the
     answer to say ("What is the canonical URL for the about endpoint without a trailing slash?" on
     "The canonical URL for the about endpoint does not have a trailing slash.")."""
     said = content_words(sentence)
-    if len(said) >= 4 and said <= content_words(question):
+    if len(said) >= 3 and said <= content_words(question):
         return f"the question holds every content word of its sentence ({len(said)}): nothing is left to answer"
     return None

@@ -56,7 +56,7 @@ _ABBREV = re.compile(r"(?<![^\s(])(?:e\.g|i\.e|etc|vs|no|nr|approx|incl|dr|mr|mr
 #: Openings that point to what came before: a sentence so begun does not stand alone.
 _POINTING = re.compile(r"^(?:it|this|that|these|those|they|them|he|she|then|but|and|or|also|however|so|here|there|"
                        r"such|both|thus|hence|therefore|otherwise|instead|similarly|likewise|for example|for instance|"
-                       r"in this case|in that case|as (?:mentioned|described|shown|seen|noted)|see|note:?|now|in addition|another|"
+                       r"in this case|in that case|as (?:mentioned|described|shown|seen|noted)|see|note:?|an? (?:\w+ )?note|now|in addition|another|"
                        r"again|finally|first|second|next|last|lastly|alternatively|additionally|furthermore|moreover|the latter|"
                        r"the former|the same|the patterns?|the above|the others?|the rest|the remaining|the command|"
                        r"the output|because of (?:that|this)|on top of that|"
@@ -70,6 +70,8 @@ _FIGURE = re.compile(r"\d")
 #: A statement that something can be done or found, without what: "... is also configurable.",
 #: "... for your bucket here."
 _EMPTY_END = re.compile(r"\b(?:here|configurable|possible|available|supported|recommended|optional|allowed)\.$", re.I)
+#: A judgement with no fact in it, names or not: "Making a request with Requests is very simple."
+_ONLY_EASY = re.compile(r"\b(?:is|are)\s+(?:\w+ly\s+|very\s+|quite\s+|pretty\s+)?(?:simple|easy|straightforward)\.$", re.I)
 #: A number standing alone ("14 copies", "1,300", "2.5"), not part of a name ("AES-256", "v2").
 _NUMBER = re.compile(r"(?<![\w.-])\d[\d,.]*(?![\w-])")
 _NAME = re.compile(r"(?<=\s)[A-Z][\w.-]*[A-Za-z0-9]")
@@ -312,7 +314,7 @@ def why_not(sentence: str) -> str | None:
     named = _FIGURE.search(flat) or _CODE_TERM.search(flat) or _NAME.search(flat)
     if not (named or _RULE.search(flat)):
         return "no fact"
-    if not named and _EMPTY_END.search(read):  # "The port is also configurable.": no value to ask for
+    if (not named and _EMPTY_END.search(read)) or _ONLY_EASY.search(read):  # "The port is also configurable."
         return "no fact"
     return None
 

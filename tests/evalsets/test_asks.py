@@ -86,6 +86,8 @@ def test_a_question_holding_every_word_of_its_sentence_restates_it():
         "the question holds every content word of its sentence (5): nothing is left to answer"
     assert restates("What are the released binaries for restic built using a Docker container?",
                     "The released binaries for restic are built using a Docker container.") is not None
+    assert restates("What is the response generated from a Request?", "response: The response generated from a "
+                    "Request.") is not None  # three content words, all in the question
 
 
 def test_the_parts_alone():

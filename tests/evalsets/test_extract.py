@@ -237,3 +237,11 @@ def test_option_rows_in_code_markup_pointing_openings_and_questions_on_the_given
     assert vague("What is the default behavior of options in the given code snippet?")
     assert vague("What does the `--count` option do in the `index` documentation?")
     assert not vague("What does the --count option default to?")
+
+
+def test_sentences_that_only_announce_or_judge_are_no_candidates():
+    """requests' pages: "Making a request with Requests is very simple." and "An important note
+    about using Response.iter_content versus Response.raw." state no fact to ask about."""
+    assert why_not("Making a request with Requests is very simple.") == "no fact"
+    assert why_not("An important note about using Response.iter_content versus Response.raw.") == "points elsewhere"
+    assert why_not("Requests makes it simple to send a request with a timeout of 5 seconds.") is None
