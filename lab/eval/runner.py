@@ -24,7 +24,7 @@ from lab.judge.repeats import repeat_judgements
 from lab.eval.estimate import describe, estimate, record
 from lab.eval.records import environment, write_run
 from lab.eval.status import running
-from lab.eval.target import evaluate_target
+from lab.eval.target import evaluate_target, target_plan
 from lab.runfiles import RESULTS_SCHEMA, Results, Sample
 from lab.eval.stages import (Timer, ann_stage, answer_stage, judge_sections, judge_stage, ragas_stage,
                              retrieval_sections, retrieve_stage)
@@ -188,8 +188,9 @@ def dry_run(cfg: ExperimentConfig, opts: RunOptions) -> list[str]:
     check_references(questions.eval_set, {d.metadata["source"]: d.text for d in corpus.documents})
     check_qrels(questions.eval_set, [d.metadata["source"] for d in corpus.documents])
     check_tuned(plans, questions, corpus.content_hash, opts.allow_overlap)
+    target = target_plan(cfg, opts, questions) if cfg.target is not None else []
     return [f"{cfg.name}: {len(corpus.documents)} documents, eval set {questions.eval_path}",
-            *plan_lines(cfg, plans, judge, questions, opts), "dry run: nothing was run or written"]
+            *plan_lines(cfg, plans, judge, questions, opts), *target, "dry run: nothing was run or written"]
 
 
 def check_tuned(plans: ModelPlans, questions: "Questions", corpus_hash: str, allow_overlap: bool) -> dict[str, dict]:

@@ -14,6 +14,7 @@ the contexts located in the knowledge base at each level, and the injection scan
 from __future__ import annotations
 
 import logging
+import statistics
 import time
 from typing import Any, Callable
 
@@ -32,12 +33,37 @@ from lab.metrics import catalog
 from lab.metrics.funnel import finish, summarise
 from lab.models.llm import build_llm
 from lab.paths import project_path
-from lab.progress import run_all
+from lab.progress import duration, run_all
 from lab.rag.pipeline import load_corpus
 from lab.runfiles import RESULTS_SCHEMA, Results, Sample
-from lab.targets.calls import Asked, ask_all, open_target
+from lab.targets.calls import Asked, ask_all, cached_seconds, open_target
 
 log = logging.getLogger(__name__)
+
+
+def target_plan(cfg: ExperimentConfig, opts: Any, questions: Any) -> list[str]:
+    """What a run of ``cfg``'s target would ask (``lab run --dry-run``): the target opened as at
+    start-up (an unreachable URL or a missing module stops here), the questions with a cached reply
+    (no call), and the time the rest would take at the median of the cached replies' wall times
+    (unknown until the target has answered once: the lab cannot know a black box's speed)."""
+    tcfg = cfg.target
+    opened = open_target(tcfg, opts.project_root, getattr(opts, "target_object", None))
+    n = len(questions.rows)
+    hit, seconds = (0, []) if getattr(opts, "refresh", False) or tcfg.kind == "replay" else \
+        cached_seconds(opened, [(r.id, r.question, []) for r in questions.rows], opts.cache_root)
+    what = "answers and contexts" if tcfg.answers else "contexts only"
+    if tcfg.kind == "replay":
+        return [f"  target     replay {tcfg.where}: {n} questions read from the file, no call"]
+    line = f"  target     {tcfg.kind} {tcfg.where} (version {opened.version or 'unset'}): {n} questions, {what}; "
+    line += f"{hit} cached (no call), {n - hit} to ask"
+    if n - hit and seconds:
+        each = statistics.median(seconds)
+        concurrency = tcfg.concurrency if tcfg.kind == "http" or "concurrency" in tcfg.model_fields_set else 1
+        line += f", about {duration(each * (n - hit) / max(1, concurrency))} ({each:.2f} s a question, " \
+                f"the median of {len(seconds)} cached replies, {concurrency} at a time)"
+    elif n - hit:
+        line += ": its time is not known until it has answered (try --limit 5 first)"
+    return [line]
 
 
 def evaluate_target(cfg: ExperimentConfig, opts: Any, questions: Any, aggregate: Callable[..., dict], *,

@@ -125,3 +125,15 @@ def ask_all(opened: Opened, questions: Sequence[tuple[str, str, list[dict]]], ca
         return [one(k) for k in keys]
     return runner(one, keys, concurrency)
 
+
+def cached_seconds(opened: Opened, questions: Sequence[tuple[str, str, list[dict]]], cache_root: Path | None
+                   ) -> tuple[int, list[float]]:
+    """(how many of ``questions`` have a cached reply, the wall times those replies took): what a
+    dry run says of a target without asking it anything."""
+    if cache_root is None or not (cache_root / CACHE_FILE).is_file():
+        return 0, []
+    cache = CallCache(cache_root / CACHE_FILE)
+    hits = [cache.get(reply_key(opened.identity, q, h)) for _, q, h in questions]
+    found = [h for h in hits if h is not None and isinstance(h.get("reply"), dict)]
+    return len(found), [float(h["seconds"]) for h in found if isinstance(h.get("seconds"), (int, float))]
+

@@ -7,6 +7,7 @@ engine as a target gives the native run's samples."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -59,6 +60,11 @@ def _calls(project: Path) -> list[str]:
 
 def test_callable_scored_cached_resumed_refreshed(project):
     _project(project)
+    proc = lab(project, "run", "mine", "--retrieval-only", "--dry-run")  # asks nothing
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "  target     python my_rag:answer (version 1): 6 questions, contexts only; 0 cached (no call), 6 to ask: " \
+           "its time is not known until it has answered (try --limit 5 first)" in proc.stdout
+    assert _calls(project) == []
     proc = lab(project, "run", "mine", "--retrieval-only", "--no-progress")
     assert proc.returncode == 0, proc.stderr[-3000:]
     results, samples = load(latest(project, "mine"))
@@ -81,6 +87,10 @@ def test_callable_scored_cached_resumed_refreshed(project):
     assert results["not_scored"]["mrr"] == {"n": 1, "why": "the target's call failed", "ids": ["f3"]}
     assert results["funnel"]["not_observed"] == ["chunking", "first_stage", "second_stage", "budget"]
     assert "retrieval" in results["funnel"]["stages"]
+    assert len(_calls(project)) == 6
+    proc = lab(project, "run", "mine", "--retrieval-only", "--dry-run")  # the failed question is the one to ask
+    assert re.search(r"6 questions, contexts only; 5 cached \(no call\), 1 to ask, about \d+ s \(\d+\.\d\d s a question, "
+                     r"the median of 5 cached replies, 1 at a time\)", proc.stdout), proc.stdout
     assert len(_calls(project)) == 6
 
     # a rerun asks only the question that failed; --refresh asks every question again
