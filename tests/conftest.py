@@ -85,3 +85,13 @@ def cli(capsys):
         return code, out.out, out.err
 
     return run
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """Headless Chromium (tests/pages.py: Debian's chromium driven by Playwright), one per test module."""
+    from pages import browser
+
+    with browser() as b:
+        yield b
+

@@ -6,16 +6,10 @@ import pytest
 
 from lab.report.compare import default_folder, load_runs, render_compare
 from lab.report.html import render_run
-from pages import Page, browser, screenshots
+from pages import Page, screenshots
 from report_fixtures import ACC_A, ACC_B, MRR_A, MRR_B, write_pair, write_run, write_scaled_run, write_span_pair
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with browser() as b:
-        yield b
 
 
 @pytest.fixture(scope="module")

@@ -10,17 +10,11 @@ import pytest
 
 from lab.cli import main
 from lab.report.html import render_run
-from pages import Page, browser
+from pages import Page
 from report_fixtures import ACC_A, ACC_B, MRR_A, MRR_B, write_run
 from report_fixtures import KAPPA, LABELS
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with browser() as b:
-        yield b
 
 
 @pytest.fixture

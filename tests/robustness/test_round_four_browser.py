@@ -13,17 +13,10 @@ import uvicorn
 
 from lab.report.compare import default_folder, load_runs, render_compare
 from lab.serve.app import create_app
-from pages import browser
 from report_fixtures import ACC_A, ACC_B, MRR_A, MRR_B, write_pair, write_run
 from test_round_four_serve import XSS, status, write_status
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with browser() as b:
-        yield b
 
 
 @pytest.fixture

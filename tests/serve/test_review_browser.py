@@ -8,7 +8,7 @@ import pytest
 
 from lab.serve.reviews import copy_paths
 from test_review_queue import POLICY, review  # noqa: F401  (the fixture: a set, its documents, its sidecar)
-from test_serve_browser import Server, chromium, free_port, watched  # noqa: F401
+from test_serve_browser import Server, free_port, watched
 
 pytestmark = pytest.mark.browser
 
@@ -31,7 +31,7 @@ def select(page, text: str) -> None:
     }""", text)
 
 
-def test_a_reviewer_keeps_moves_a_span_and_drops_in_the_browser(chromium, review):  # noqa: F811
+def test_a_reviewer_keeps_moves_a_span_and_drops_in_the_browser(chromium, review):
     server = Server(review["reports"], free_port(), ("--review", str(review["path"]))).start()
     try:
         page = chromium.new_page(viewport={"width": 1300, "height": 1000})

@@ -19,7 +19,6 @@ from lab.judge.labels import LabelStore
 from lab.report.compare import default_folder, load_runs, render_compare
 from lab.runfiles import load_run
 from lab.serve.labels import agreement
-from pages import browser
 from report_fixtures import MRR_A, write_pair, write_run
 
 pytestmark = pytest.mark.browser
@@ -57,12 +56,6 @@ class Server:
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)  # no clean shutdown: what was acknowledged must be on disk
         self.proc.wait()
-
-
-@pytest.fixture(scope="module")
-def chromium():
-    with browser() as b:
-        yield b
 
 
 @pytest.fixture
