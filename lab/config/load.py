@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from lab.config.answering import ContextConfig
 from lab.config.schema import ExperimentConfig
 from lab.config.target import PIPELINE_SECTIONS
-from lab.config.components import ChunkerConfig, RerankerConfig, RetrieverConfig
+from lab.config.components import ChunkerConfig, LoaderConfig, RerankerConfig, RetrieverConfig
 from lab.errors import ConfigError
 from lab.registry import Registry, did_you_mean
 
@@ -355,12 +355,11 @@ def _formats_found(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, 
     recorded in the run's config. Any file of the config's formats leaves the config as it is."""
     kb = (overrides.get("data") or {}).get("knowledge_base")
     loader = raw.get("loader", {})
-    if not kb or not isinstance(loader, dict) or not isinstance(loader.get("extensions", [".md", ".txt"]), list):
+    extensions = loader.get("extensions", LoaderConfig().extensions) if isinstance(loader, dict) else None
+    root = Path(kb) if kb else None
+    if root is None or not isinstance(extensions, list) or not root.is_dir():
         return raw
-    root = Path(kb)
-    if not root.is_dir():
-        return raw
-    wanted = {str(e).lower() for e in loader.get("extensions", [".md", ".txt"])}
+    wanted = {str(e).lower() for e in extensions}
     found: set[str] = set()
     for folder, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if not d.startswith(".")]

@@ -41,6 +41,11 @@ from lab.targets.calls import Asked, ask_all, cached_seconds, open_target
 log = logging.getLogger(__name__)
 
 
+def _concurrency(tcfg: Any) -> int:
+    """Calls in flight at once: an http target's bound, a python target's only when its config sets one."""
+    return tcfg.concurrency if tcfg.kind == "http" or "concurrency" in tcfg.model_fields_set else 1
+
+
 def target_plan(cfg: ExperimentConfig, opts: Any, questions: Any) -> list[str]:
     """What a run of ``cfg``'s target would ask (``lab run --dry-run``): the target opened as at
     start-up (an unreachable URL or a missing module stops here), the questions with a cached reply
@@ -49,16 +54,15 @@ def target_plan(cfg: ExperimentConfig, opts: Any, questions: Any) -> list[str]:
     tcfg = cfg.target
     opened = open_target(tcfg, opts.project_root, getattr(opts, "target_object", None))
     n = len(questions.rows)
-    hit, seconds = (0, []) if getattr(opts, "refresh", False) or tcfg.kind == "replay" else \
-        cached_seconds(opened, [(r.id, r.question, []) for r in questions.rows], opts.cache_root)
-    what = "answers and contexts" if tcfg.answers else "contexts only"
     if tcfg.kind == "replay":
         return [f"  target     replay {tcfg.where}: {n} questions read from the file, no call"]
+    hit, seconds = (0, []) if getattr(opts, "refresh", False) else \
+        cached_seconds(opened, [(r.id, r.question, []) for r in questions.rows], opts.cache_root)
+    what = "answers and contexts" if tcfg.answers else "contexts only"
     line = f"  target     {tcfg.kind} {tcfg.where} (version {opened.version or 'unset'}): {n} questions, {what}; "
     line += f"{hit} cached (no call), {n - hit} to ask"
     if n - hit and seconds:
-        each = statistics.median(seconds)
-        concurrency = tcfg.concurrency if tcfg.kind == "http" or "concurrency" in tcfg.model_fields_set else 1
+        each, concurrency = statistics.median(seconds), _concurrency(tcfg)
         line += f", about {duration(each * (n - hit) / max(1, concurrency))} ({each:.2f} s a question, " \
                 f"the median of {len(seconds)} cached replies, {concurrency} at a time)"
     elif n - hit:
@@ -91,7 +95,7 @@ def evaluate_target(cfg: ExperimentConfig, opts: Any, questions: Any, aggregate:
         log.info("target %s %s (%s), version %s: %d questions%s", tcfg.kind, tcfg.where,
                  opened.record.get("adapter") or opened.record.get("format") or "contract", opened.version or "unset",
                  len(rows), "" if tcfg.answers else ", contexts only")
-    concurrency = tcfg.concurrency if tcfg.kind == "http" or "concurrency" in tcfg.model_fields_set else 1
+    concurrency = _concurrency(tcfg)
     with timer.stage("target_s"):
         asked = ask_all(opened, [(r.id, r.question, []) for r in rows],
                         None if tcfg.kind == "replay" else opts.cache_root, refresh=getattr(opts, "refresh", False),

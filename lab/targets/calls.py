@@ -105,10 +105,8 @@ def ask_all(opened: Opened, questions: Sequence[tuple[str, str, list[dict]]], ca
     def one(k: int) -> Asked:
         qid, question, history = questions[k]
         key = reply_key(opened.identity, question, history)
-        if cache is not None and not refresh:
-            hit = cache.get(key)
-            if hit is not None and isinstance(hit.get("reply"), dict):
-                return Asked(hit["reply"], None, None, True)
+        if cache is not None and not refresh and (hit := _cached(cache, key)) is not None:
+            return Asked(hit["reply"], None, None, True)
         t0 = time.perf_counter()
         try:
             reply = opened.target.ask(question, history, qid)
@@ -133,7 +131,12 @@ def cached_seconds(opened: Opened, questions: Sequence[tuple[str, str, list[dict
     if cache_root is None or not (cache_root / CACHE_FILE).is_file():
         return 0, []
     cache = CallCache(cache_root / CACHE_FILE)
-    hits = [cache.get(reply_key(opened.identity, q, h)) for _, q, h in questions]
-    found = [h for h in hits if h is not None and isinstance(h.get("reply"), dict)]
+    found = [h for _, q, hist in questions if (h := _cached(cache, reply_key(opened.identity, q, hist))) is not None]
     return len(found), [float(h["seconds"]) for h in found if isinstance(h.get("seconds"), (int, float))]
+
+
+def _cached(cache: CallCache, key: str) -> dict | None:
+    """The cached entry ``{reply, seconds}`` of a call, or None when there is none a run can use."""
+    hit = cache.get(key)
+    return hit if hit is not None and isinstance(hit.get("reply"), dict) else None
 
