@@ -2,7 +2,7 @@
 (two runs sharing a cache each see the other's commits).
 
 - :class:`VectorCache`: float32 vectors by content key (``embeddings.sqlite``: chunk and query
-  embeddings; ``scores.sqlite``: the LLM reranker's scores);
+  embeddings; ``scores.sqlite``: the LLM reranker's and the cross-encoders' scores);
 - :class:`CallCache`: LLM responses by call key (``llm.sqlite``);
 - :class:`SemanticQueryCache`: earlier questions' embeddings and retrievals (``semantic.sqlite``).
 

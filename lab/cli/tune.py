@@ -74,6 +74,14 @@ def add_parsers(sub: Any, common: Any) -> None:
                    help="reranker: score the dev split after this share of the steps and stop, saving nothing, "
                         "when the model adds nothing to the first stage there (default: 0.25 for a run of 50 steps "
                         "or more; 0: never)")
+    p.add_argument("--keep-unseen", action="store_true",
+                   help="reranker: keep training questions whose sentence lies past the --max-length tokens the "
+                        "model reads of its chunk (left out by default: a positive it cannot see; kept by lab tune "
+                        "before this option existed, so it reproduces such a model)")
+    p.add_argument("--curve", type=int, default=0, metavar="N",
+                   help="reranker: score the dev split at N evenly spaced steps, the end included: its learning "
+                        "curve (dev MRR against steps) in the card's dev.curve and README.md (default: 0, the end "
+                        "alone; each point costs a dev scoring)")
     p.add_argument("--device", choices=DEVICES, default="auto",
                    help="where to train: auto (the default) picks CUDA, then Apple's MPS, then the CPU; cpu forces "
                         "it (the card records the device)")
@@ -93,14 +101,15 @@ def _by_target(key: str) -> str:
 def cmd_tune(args: argparse.Namespace) -> int:
     import sys
 
-    from lab.tune.dev import first_stage_text, fusion_text  # torch and sentence-transformers load here
+    from lab.tune.dev import curve_text, first_stage_text, fusion_text  # torch and sentence-transformers load here
     from lab.tune.train import tune
 
     opts = TuneOptions(
         target=args.target, out=args.out, kb=str(args.kb) if args.kb else None, index=args.index, train=args.train,
         pseudo=args.pseudo, cloze=args.cloze, holdout=args.holdout, negatives=args.negatives, random_negatives=args.random_negatives, loss=args.loss, epochs=args.epochs,
         lr=args.lr, batch_size=args.batch_size, max_length=args.max_length, max_steps=args.max_steps, dev=args.dev, first_stage=args.first_stage,
-        seed=args.seed, early_stop=args.early_stop, device=args.device, force=args.force, show_progress=not args.no_progress and sys.stderr.isatty(),
+        seed=args.seed, early_stop=args.early_stop, curve=args.curve, keep_unseen=args.keep_unseen,
+        device=args.device, force=args.force, show_progress=not args.no_progress and sys.stderr.isatty(),
         experiments_dir=args.experiments)
     result = tune(opts)
     card = result.card
@@ -121,6 +130,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
               + ("; the tuned model alone does best" if w is None else f"; best w {w:g}"))
     for name, stage in (dev.get("first_stages") or {}).items():
         print(f"dev split over {first_stage_text(name, stage)}")
+    if dev.get("curve"):
+        print("learning curve (dev MRR against steps):\n" + curve_text(dev["curve"]))
     print(f"folder: {result.path}")
     fused = "" if w is None else f", first_stage_weight: {w:g}"
     use = (f"reranker: {{name: sentence_transformer, model: tuned/{card['name']}, top_n: 3{fused}}}"

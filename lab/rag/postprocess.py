@@ -37,6 +37,7 @@ from lab.config import ExperimentConfig, GuardrailConfig, HeadersConfig, MergeCo
 from lab.errors import CacheError, LabError
 from lab.models.device import pick_device
 from lab.models.resolve import ResolvedModel, resolve_gguf, resolve_hf_model
+from lab.rag.cross_encoder import cache_scores
 from lab.rag.sent import merge_by_document, send_headers, send_windows
 from lab.rag.documents import DocBoostReranker, DocTypeFilter
 from lab.rag.llm_reranker import LlamaCppRelevanceScorer, LLMPointwiseReranker
@@ -248,8 +249,8 @@ def _st(plan: RerankerPlan, cache: Any) -> BaseNodePostprocessor:
     from llama_index.core.postprocessor import SentenceTransformerRerank
 
     device = pick_device(plan.cfg.device, "reranker.device")  # auto: CUDA, then MPS, then the CPU
-    return _fused(plan, lambda top_n: SentenceTransformerRerank(model=plan.model.location, top_n=top_n,
-                                                                device=device))
+    return _fused(plan, lambda top_n: cache_scores(SentenceTransformerRerank(
+        model=plan.model.location, top_n=top_n, device=device), plan.model.location, cache))
 
 
 @RERANKERS.register("llm_pointwise")

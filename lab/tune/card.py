@@ -19,7 +19,9 @@ def model_card(card: dict) -> str:
         f"| knowledge base fingerprint | `{card['kb']}` |",
         f"| passages | chunks of `{card['index']['experiment']}` (index `{card['index']['key']}`) |",
         f"| questions | {card['questions'].get('train')} trained on ({card['questions'].get('generated')} from eval "
-        f"sets, {card['questions'].get('pseudo')} pseudo-queries), {card['questions'].get('dev')} dev |",
+        f"sets, {card['questions'].get('pseudo')} pseudo-queries), {card['questions'].get('dev')} dev"
+        + (f"; {card['questions']['beyond_max_length']} left out: their sentence past the tokens the model reads"
+           if card['questions'].get('beyond_max_length') else "") + " |",
         f"| loss | {h['loss']} |",
         f"| hyperparameters | lr {h['lr']}, epochs {h['epochs']}, batch {h['batch_size']}, max length "
         f"{h['max_length']}, negatives {h['negatives']}, warm-up {h['warmup_ratio']} |",
@@ -37,6 +39,10 @@ def model_card(card: dict) -> str:
                      "(z(model) + w * z(dense similarity)) |")
     for stage_name, stage in (dev.get("first_stages") or {}).items():
         lines.append(f"| dev MRR over another first stage | {first_stage_text(stage_name, stage)} |")
+    if dev.get("curve"):
+        lines.append("| learning curve (dev MRR against steps) | " + "; ".join(
+            f"step {p['step']}: alone {_f(p['mrr_after'])}, best fused {_f(p['best_fused'])}" for p in dev["curve"])
+            + f" (first stage {_f(dev['curve'][0]['mrr_before'])}) |")
     name = card["name"]
     w = dev.get("first_stage_weight")
     use = (f"reranker:\n  name: sentence_transformer   # or flag_embedding\n  model: tuned/{name}\n  top_n: 3"
@@ -46,3 +52,7 @@ def model_card(card: dict) -> str:
     return "\n".join(lines)
 
 
+
+
+def _f(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"

@@ -8,7 +8,7 @@ import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 
 from llama_index.core.schema import QueryBundle
@@ -19,13 +19,14 @@ from lab.evalsets.evalset import load_eval_set
 from lab.evalsets.leakage import overlaps
 from lab.evidence.holds import Passage
 from lab.evidence.text import fold
+from lab.models.resolve import resolve_hf_model
 from lab.paths import cache_dir
 from lab.progress import Ticker
 from lab.rag.index import ensure_fts, index_passages
 from lab.rag.pipeline import open_pipeline, resolve_models
 from lab.rag.retrievers import build_retriever
-from lab.tune.options import TuneOptions
-from lab.tune.pairs import TrainQuestion, mine_negatives, pseudo_queries, span_questions
+from lab.tune.options import BASE_MODEL, TuneOptions
+from lab.tune.pairs import TrainQuestion, in_view, mine_negatives, pseudo_queries, span_questions
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +103,31 @@ def prepare(opts: TuneOptions) -> Prepared:
     n_dev = int(round(opts.dev * len(questions))) if len(questions) >= 10 else 0
     dev = [questions[i] for i in sorted(order[:n_dev])]
     train = [questions[i] for i in sorted(order[n_dev:])]
+    if opts.target == "reranker" and not opts.keep_unseen:  # a positive holds its answer in what the model reads
+        # (the dev split is left whole: it scores the task as a run meets it)
+        tokens = token_counter()
+        max_length = opts.hyper()["max_length"]
+        seen = [q for q in (in_view(q, folded, tokens, max_length) for q in train) if q is not None]
+        counts["beyond_max_length"] = len(train) - len(seen)
+        if counts["beyond_max_length"]:
+            log.info("left out %d of %d training questions whose sentence lies past the %d tokens the model reads of "
+                     "its chunk (a positive it cannot see)", counts["beyond_max_length"], len(train), max_length)
+        if train and not seen:
+            raise ConfigError(f"lab tune: every training question's sentence lies past the {max_length} tokens the "
+                              "model reads of its chunk: no positive it could see",
+                              hint=f"raise --max-length (it is {max_length}), or use smaller chunks (--index NAME)")
+        train = seen
     counts.update({"train": len(train), "dev": len(dev),
                    "negatives": sum(len(q.negatives) for q in train)})
     return Prepared(passages, train, dev, counts, pipe.handle.manifest.get("corpus_hash", ""), pipe.handle.key)
+
+
+def token_counter() -> Callable[[str], int]:
+    """A text's token count under the base model's tokenizer (no special tokens)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_hf_model(BASE_MODEL, "base model").location)
+    return lambda text: len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
 
 def open_index(cfg: Any, opts: TuneOptions) -> tuple[Any, Path]:

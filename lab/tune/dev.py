@@ -230,3 +230,13 @@ def first_stage_text(name: str, stage: dict[str, Any]) -> str:
     return (f"{head}: first stage {stage['mrr_first_stage']:.4f}, tuned alone {stage['mrr_after']:.4f}, fused "
             f"{fusion_text(stage['fusion'])}; " + ("the tuned model alone does best" if w is None else f"best w {w:g}")
             + alone)
+
+
+def curve_text(curve: Sequence[dict[str, Any]]) -> str:
+    """The card's ``dev.curve`` as lines: step, loss, dev MRR tuned alone and best fused, against the
+    first stage's."""
+    def f(v: float | None) -> str:
+        return "-" if v is None else f"{v:.4f}"
+
+    return "\n".join(f"  step {p['step']:>5}: loss {f(p['loss'])}, tuned alone {f(p['mrr_after'])}, best fused "
+                     f"{f(p['best_fused'])} (first stage {f(p['mrr_before'])})" for p in curve)

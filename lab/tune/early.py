@@ -75,24 +75,55 @@ def message(dev: dict[str, Any], step: int, total: int) -> tuple[str, str]:
     return text, hint
 
 
-class EarlyStop:
-    """The early check as a trainer callback (:meth:`callback`), and its verdict after training
-    (:meth:`raise_if_stopped`)."""
+def curve_steps(opts: TuneOptions, total: int, n_dev: int) -> list[int]:
+    """The steps before the last at which ``--curve N`` scores the dev split: N evenly spaced
+    points of the run, the last of them the end (scored there anyway)."""
+    if not opts.curve or n_dev == 0:
+        return []
+    return sorted({max(1, round(total * i / opts.curve)) for i in range(1, opts.curve)} - {total})
 
-    def __init__(self, opts: TuneOptions, dev: Sequence[TrainQuestion], work: Path, total: int):
-        self.opts, self.dev, self.work, self.total = opts, dev, work, total
+
+def curve_point(step: int, dev: dict[str, Any], losses: Sequence[float]) -> dict[str, Any]:
+    """One point of the card's ``dev.curve``: the step, the last logged loss, the dev MRR before,
+    tuned alone and best fused (a reranker)."""
+    fusion = dev.get("fusion") or {}
+    return {"step": step, "loss": losses[-1] if losses else None, "mrr_before": dev.get("mrr_before"),
+            "mrr_after": dev.get("mrr_after"), "best_fused": max(fusion.values()) if fusion else None}
+
+
+class EarlyStop:
+    """The early check (and the points of ``--curve``) as a trainer callback (:meth:`callback`),
+    and its verdict after training (:meth:`raise_if_stopped`)."""
+
+    def __init__(self, opts: TuneOptions, dev: Sequence[TrainQuestion], work: Path, total: int,
+                 losses: Sequence[float] = ()):
+        self.opts, self.dev, self.work, self.total, self.losses = opts, dev, work, total, losses
         self.step = check_step(opts, total, len(dev))
+        # a point of the curve next to the early check is that check (one dev scoring, not two)
+        near = max(1, total // (2 * opts.curve)) if opts.curve else 0
+        self.points = {p for p in curve_steps(opts, total, len(dev)) if self.step is None or abs(p - self.step) > near}
+        self.curve: list[dict[str, Any]] = []
         self.figures: dict[str, Any] | None = None
         self.stopped = False
 
-    def check(self, model: Any, step: int) -> bool:
-        """Score the dev split with ``model`` as it is at ``step``; True to stop."""
+    def score(self, model: Any, step: int) -> dict[str, Any]:
+        """The dev split's figures with ``model`` as it is at ``step`` (a point of the curve)."""
         folder = self.work / "early"
         shutil.rmtree(folder, ignore_errors=True)
         model.save_pretrained(str(folder / "model"))
         opts = TuneOptions(**{**vars(self.opts), "first_stage": ()})  # the dev split's own first stage only
-        self.figures = score_dev(str(folder / "model"), self.dev, opts, folder)
+        figures = score_dev(str(folder / "model"), self.dev, opts, folder)
         shutil.rmtree(folder, ignore_errors=True)
+        self.curve.append(curve_point(step, figures, self.losses))
+        if step in self.points:
+            log.info("dev after %d of %d steps: MRR first stage %s, tuned alone %s, best fused %s", step, self.total,
+                     _fmt(figures.get("mrr_before")), _fmt(figures.get("mrr_after")),
+                     _fmt(self.curve[-1]["best_fused"]))
+        return figures
+
+    def check(self, model: Any, step: int) -> bool:
+        """Score the dev split with ``model`` as it is at ``step``; True to stop."""
+        self.figures = self.score(model, step)
         self.stopped = no_learning(self.figures)
         log.info("early check after %d of %d steps: dev MRR first stage %s, tuned alone %s: %s", step, self.total,
                  _fmt(self.figures.get("mrr_before")), _fmt(self.figures.get("mrr_after")),
@@ -106,9 +137,13 @@ class EarlyStop:
 
         class Check(TrainerCallback):
             def on_step_end(self, args, state, control, **kwargs):  # noqa: ANN001
-                if early.step is not None and state.global_step == early.step and early.check(model, early.step):
-                    control.should_training_stop = True
-                    control.should_save = False
+                step = state.global_step
+                if early.step is not None and step == early.step:
+                    if early.check(model, step):
+                        control.should_training_stop = True
+                        control.should_save = False
+                elif step in early.points:
+                    early.score(model, step)
 
         return Check()
 

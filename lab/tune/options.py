@@ -38,6 +38,8 @@ class TuneOptions:
     first_stage: Sequence[str] = ()  # configs whose retrievers the dev split also goes through (reranker)
     seed: int = 0
     early_stop: float | None = None  # share of the steps after which the dev split is checked (lab.tune.early)
+    keep_unseen: bool = False  # reranker: keep questions whose sentence lies past max_length (as before the option)
+    curve: int = 0  # the dev split scored at this many evenly spaced steps, the end included (the card's dev.curve)
     device: str | None = None  # auto (None): CUDA, then MPS, then the CPU (lab.models.device); cpu forces it
     force: bool = False
     save_every: int | None = None  # steps between checkpoints (default: a tenth of the run)

@@ -46,7 +46,7 @@ from lab.models.tuned import CARD, QUESTIONS, read_card, tuned_dir, tuned_root, 
 from lab.progress import Ticker, duration
 from lab.tune.data import Prepared, prepare
 from lab.tune.card import model_card
-from lab.tune.early import EarlyStop
+from lab.tune.early import EarlyStop, curve_point
 from lab.tune.dev import DEV_SET, log_dev, score_dev
 from lab.tune.options import BASE_MODEL, LOSSES, TARGETS, TuneOptions
 from lab.tune.pairs import TrainQuestion, fingerprint
@@ -290,7 +290,7 @@ def _tune(opts: TuneOptions) -> TuneResult:
     with Ticker(f"tune {opts.target}", total, opts.show_progress, unit="steps") as ticker:
         if last is not None:
             ticker.update(int(last.name.split("-")[-1]))
-        early = EarlyStop(opts, prep.dev, work, total)  # the dev split after a share of the steps
+        early = EarlyStop(opts, prep.dev, work, total, losses)  # the dev split after a share of the steps
         trainer = build_trainer(opts.target, model, columns, hyper, work, save_every,
                                 [_progress_callback(ticker, losses), early.callback(model)])
         try:
@@ -308,6 +308,8 @@ def _tune(opts: TuneOptions) -> TuneResult:
     shutil.rmtree(work / "dev", ignore_errors=True)
     model.save_pretrained(str(work / "dev" / "model"))
     dev = score_dev(str(work / "dev" / "model"), prep.dev, opts, work / "dev")
+    if opts.curve and dev.get("mrr_after") is not None:  # --curve: the points scored in training, then the end
+        dev["curve"] = [*early.curve, curve_point(int(output.global_step), dev, losses)]
     before, after = dev["mrr_before"], dev["mrr_after"]
     card = {
         "name": opts.out, "target": opts.target, "base_model": BASE_MODEL, "base_fingerprint": model_fingerprint(base),

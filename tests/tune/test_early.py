@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.tune.early import DEFAULT_SHARE, MIN_STEPS, check_step, message, no_learning
+from lab.tune.early import DEFAULT_SHARE, MIN_STEPS, check_step, curve_point, curve_steps, message, no_learning
 from lab.tune.options import TuneOptions
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
@@ -27,6 +27,34 @@ def test_when_the_check_runs(target, early_stop, total, n_dev, expected):
     opts = TuneOptions(target=target, out="x", early_stop=early_stop)
     assert check_step(opts, total, n_dev) == expected
     assert DEFAULT_SHARE == 0.25
+
+
+@pytest.mark.parametrize("curve, total, n_dev, expected", [
+    (4, 310, 50, [78, 155, 232]),  # 310 * 1/4, 2/4, 3/4 rounded; the end (310) is scored anyway
+    (3, 3, 5, [1, 2]),
+    (10, 3, 5, [1, 2]),  # more points than steps: each step once
+    (0, 310, 50, []),  # off
+    (4, 310, 0, []),  # no dev question
+])
+def test_the_curves_points(curve, total, n_dev, expected):
+    assert curve_steps(TuneOptions(target="reranker", out="x", curve=curve), total, n_dev) == expected
+
+
+def test_a_curve_point_next_to_the_early_check_is_that_check(tmp_path):
+    from lab.tune.early import EarlyStop
+
+    opts = TuneOptions(target="reranker", out="x", curve=4)
+    early = EarlyStop(opts, [object()] * 48, tmp_path, 105)  # the formats set's run: check at 27
+    assert early.step == 27 and sorted(early.points) == [52, 79]  # 26 is the check's
+    off = EarlyStop(TuneOptions(target="reranker", out="x", curve=4, early_stop=0), [object()] * 48, tmp_path, 105)
+    assert off.step is None and sorted(off.points) == [26, 52, 79]
+
+
+def test_a_curve_point_reads_the_last_loss_and_the_best_fused():
+    dev = {"mrr_before": 0.6, "mrr_after": 0.28, "fusion": {"0.25": 0.41, "2": 0.59}, "n": 90}
+    assert curve_point(78, dev, [1.2, 1.1]) == {"step": 78, "loss": 1.1, "mrr_before": 0.6, "mrr_after": 0.28,
+                                                "best_fused": 0.59}
+    assert curve_point(1, {"mrr_before": 0.5, "mrr_after": 0.5}, [])["loss"] is None
 
 
 @pytest.mark.parametrize("dev, stop", [

@@ -28,7 +28,8 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     """A copy of the fixture project, its own cache (LAB_CACHE), and one reranker tuned on it: the
-    fixture eval set's span rows plus 30 pseudo-queries, three steps."""
+    fixture eval set's span rows plus 30 pseudo-queries, three steps, its dev split scored after
+    each (--curve 3)."""
     root = tmp_path_factory.mktemp("tune")
     project = root / "project"
     shutil.copytree(FIXTURES, project)
@@ -44,7 +45,7 @@ def world(tmp_path_factory):
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         code = main(["tune", "reranker", "--index", "small-retrieval", "--train", "eval.jsonl", "--pseudo", "30",
-                     "--out", "fixture-reranker", *QUICK])
+                     "--out", "fixture-reranker", "--curve", "3", *QUICK])
     assert code == 0
     (root / "printed.txt").write_text(printed.getvalue())
     yield project, root / "cache"
@@ -71,7 +72,8 @@ def test_the_folder_is_a_plain_hugging_face_model_with_its_card(world):
     # usable sentences and headings; 10% of the questions held back as dev
     q = card["questions"]
     assert (q["generated"], q["pseudo"], q["skipped"]) == (1, 20, {"no golden span": 5})
-    assert q["train"] + q["dev"] == 21 and q["dev"] == 2
+    # one training question's sentence ends past the 64 tokens the model reads of its chunk: left out
+    assert q["train"] + q["dev"] + q["beyond_max_length"] == 21 and q["dev"] == 2 and q["beyond_max_length"] == 1
     trained = [json.loads(line) for line in (folder / QUESTIONS).read_text().splitlines()]
     assert len(trained) == q["train"]
     assert len(card["fingerprint"]) == 16 and len(card["training_set"]) == 16 and len(card["kb"]) == 64
@@ -80,7 +82,14 @@ def test_the_folder_is_a_plain_hugging_face_model_with_its_card(world):
     dev = card["dev"]
     assert list(dev["fusion"]) == ["0.25", "0.5", "1", "2"] and all(0 < v <= 1 for v in dev["fusion"].values())
     assert dev["first_stage_weight"] == pick_fusion(dev["mrr_after"], dev["fusion"])
+    # --curve 3: the dev split after steps 1 and 2, then the end, its last point the card's own figures
+    assert [p["step"] for p in dev["curve"]] == [1, 2, 3]
+    assert dev["curve"][-1]["mrr_after"] == dev["mrr_after"] and dev["curve"][-1]["best_fused"] == max(
+        dev["fusion"].values())
+    assert all(p["mrr_before"] == dev["mrr_before"] and 0 < p["mrr_after"] <= 1 for p in dev["curve"])
     printed = (cache.parent / "printed.txt").read_text()
+    assert "learning curve (dev MRR against steps):\n  step     1: loss " in printed
+    assert "| learning curve (dev MRR against steps) | step 1: alone " in (folder / "README.md").read_text()
     fused = ", ".join(f"w {w}: {v:.4f}" for w, v in dev["fusion"].items())
     assert f"dev split fused with the first stage, z(tuned) + w * z(dense): {fused}; " in printed
     w = dev["first_stage_weight"]
@@ -167,6 +176,21 @@ def test_a_config_uses_it_and_the_run_records_it(world, cli):
     samples = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]
     assert len(samples) == 5 and all(len(s["retrieved"]) == 3 for s in samples)
     assert "fixture-reranker" in (run / "report.html").read_text()
+    # the cross-encoder's scores are in the content cache: the same run again computes none, orders alike
+    import sqlite3
+
+    def stored():
+        with contextlib.closing(sqlite3.connect(cache / "scores.sqlite")) as conn:
+            return conn.execute("SELECT COUNT(*) FROM vectors").fetchone()[0]
+
+    n = stored()
+    assert n >= 5 * 3  # 5 questions, 6 candidates each (fewer where they repeat)
+    code, out, err = cli("run", "small-tuned", "--eval", "held.jsonl", "--reports", "reports", "--no-progress")
+    again = sorted((project / "reports" / "small-tuned").glob("2*"))[-1]
+    assert code == 0 and again != run and stored() == n
+    assert [[(c["id"], c["score"]) for c in json.loads(line)["retrieved"]] for line in
+            (again / "samples.jsonl").read_text().splitlines()] == [[(c["id"], c["score"]) for c in s["retrieved"]]
+                                                                   for s in samples]
 
 
 def test_a_fused_config_records_first_stage_scores_and_orders_by_both(world, cli):

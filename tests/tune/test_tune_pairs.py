@@ -7,7 +7,8 @@ from lab.evalsets.leakage import overlaps
 from lab.evidence.holds import Passage
 from lab.evidence.text import fold
 from lab.tune.dev import dev_rows, pick_fusion
-from lab.tune.pairs import TrainQuestion, candidate_sentences, fingerprint, mine_negatives, pseudo_queries, span_questions
+from lab.tune.pairs import (TrainQuestion, candidate_sentences, fingerprint, in_view, mine_negatives, pseudo_queries,
+                            span_questions)
 
 KILN = Passage(id="a", source="products/ember.md", text="# Ember 90 kiln\n\nThe Ember 90 costs 8,400 euros. It fires at 1,300 degrees "
                                          "in under six hours.\n\n| model | price |\n|---|---|\n| Ember | 8,400 |")
@@ -79,6 +80,27 @@ def test_span_questions_every_passage_holding_the_span_is_a_positive():
     assert len(qs) == 1
     assert qs[0].positives == ("b", "c") and qs[0].origin == "eval.jsonl:1" and qs[0].kind == "generated"
     assert skipped == {"no golden span": 1, "span in no chunk": 1}
+
+
+def test_a_positive_whose_sentence_lies_past_the_models_tokens_is_left_out():
+    """Words stand for tokens here. The pair is [CLS] query [SEP] passage [SEP]: a query of 3 words
+    at max length 12 leaves 6 for the passage."""
+    folded = {"a": fold("one two three four five six seven eight"), "b": fold("the sentence is here. more words"),
+              "c": fold("x y z")}
+
+    def words(text):
+        return len(text.split())
+
+    def q(positives, span="the sentence is here.", cloze=None):
+        return TrainQuestion("what is here", positives, fold(span), "pseudo:a", "pseudo", cloze)
+
+    # in b the span ends at word 4 (<= 6): seen; in a it is not held whole: kept, unjudged
+    assert in_view(q(("a", "b")), folded, words, 12).positives == ("a", "b")
+    late = {"d": fold("w1 w2 w3 the sentence is here."), **folded}  # ends at word 7 > 6
+    assert in_view(q(("d", "b")), late, words, 12).positives == ("b",)
+    assert in_view(q(("d",)), late, words, 12) is None
+    assert in_view(q(("d",)), late, words, 13).positives == ("d",)  # one token more: it fits
+    assert in_view(q(("d",), cloze="w1 w2 w3"), late, words, 12).positives == ("d",)  # an inverse cloze: as it is
 
 
 def test_mine_negatives_alternates_lists_and_skips_chunks_holding_the_span():
