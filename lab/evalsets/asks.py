@@ -184,10 +184,27 @@ _LIST = re.compile(r"\w[\w`'\")]*,\s+[^,]+(?:,\s+[^,]+)*,?\s+(?:and|or)\s+\w|\b(
 
 def lists_none(question: str, sentence: str) -> str | None:
     """A question asking for several things ("What are some Flask extensions for server-side
-    sessions?") of a sentence that names no two (no "A, B and C", no "and"/"or", no count)."""
-    if _SEVERAL.search(question) and not _LIST.search(plain(sentence)):
+    sessions?") of a sentence that names no two (no "A, B and C", no "and"/"or", no count), or
+    asking which things ("What are the built-in converters ...?") of a sentence that says there
+    are some without naming one ("Converters for common types of URL variables are built-in.":
+    a vague quantity, no term in code markup, no call, no "for example" or "such as")."""
+    read = plain(sentence)
+    if _SEVERAL.search(question) and not _LIST.search(read):
         return "the question asks for several things; its sentence lists none"
+    if _WHICH.search(question) and _UNNAMED.search(read) and not (_CALL.search(sentence) or _NAMING.search(read)):
+        return "the question asks which things; its sentence says there are some and names none"
     return None
+
+
+#: "What are the X ...?", "Which X ...?": a question asking which things.
+_WHICH = re.compile(r"^\s*(?:what are (?:the|some)|which)\b", re.I)
+#: Things said to exist, not named: "a couple of functions", "common types of URL variables".
+_UNNAMED = re.compile(r"\b(?:a couple of|several|a few|various|a number of|common types of|many|some)\s+(?:\w+\s+)?\w+s\b",
+                      re.I)
+#: Words before named examples: "several backends, for example Google Drive and Dropbox".
+_NAMING = re.compile(r"\b(?:for example|for instance|such as|e\.g\.|including|namely)\b|:\s", re.I)
+#: A name in code: markup, or a call ("parse_dict_header()").
+_CALL = re.compile(r"`[^`]+`|\b\w+\(\)")
 
 
 def restates(question: str, sentence: str) -> str | None:

@@ -179,7 +179,7 @@ _VAGUE = re.compile(r"\b(?:this|that|the|these) (?:document|text|excerpt|passage
                     r"|\b(?:the|which) (?:contract|agreement)s?\b(?! (?:with|between|for|of|signed with) )"
                     r"|\b(?:this|that|the) (?:example|sample|snippet|code block)s?\b|\bthe (?:above|following|below)\b"
                     r"|\b(?:this|the) given\b|\bcode snippet\b|\bin the (?:[\w`'.-]+ )?documentation\b"
-                    r"|\bdocuments? [AB]\b",
+                    r"|\bdocuments? [AB]\b|\bdocumentation section\b|\bsection (?:about|on|called|named)\b",
                     re.I)
 
 

@@ -60,11 +60,14 @@ _POINTING = re.compile(r"^(?:it|this|that|these|those|they|them|he|she|then|but|
                        r"again|finally|first|second|next|last|lastly|alternatively|additionally|furthermore|moreover|the latter|"
                        r"the former|the same|the patterns?|the above|the others?|the rest|the remaining|the command|"
                        r"the output|because of (?:that|this)|on top of that|"
-                       r"in contrast|by contrast|in comparison|unlike (?:that|this|those|these))\b",
+                       r"in contrast|by contrast|in comparison|unlike (?:that|this|those|these)|for that|"
+                       r"either (?:method|way|option|one|approach|of (?:them|these|those))|for more (?:details|information)|"
+                       r"be sure)\b",
                        re.I)
 #: Words that send the reader elsewhere in the document: "(see table below)", "in this case".
 _ELSEWHERE = re.compile(r"\b(?:below|above|as follows|the following|this case|this example|the example|this command|"
-                        r"these commands|the previous|the next|the latter|the former)\b|\(see\b|\bhere\.$", re.I)
+                        r"these commands|the previous|the next|the latter|the former|have a look at|"
+                        r"read (?:its|the) documentation)\b|\(see\b|\bhere\.$", re.I)
 _CODE_TERM = re.compile(r"``[^`]+``|`[^`]+`|(?<![\w-])--?[A-Za-z][\w-]*")
 _FIGURE = re.compile(r"\d")
 #: A statement that something can be done or found, without what: "... is also configurable.",

@@ -38,6 +38,12 @@ BAD = [  # (question, its sentence, what the rules say)
     ("What are some situations where perfectly fine code can lead to server errors?", "Even if your code is 100% "
      "correct, you will still see exceptions from time to time.",
      "the question asks for several things; its sentence lists none"),
+    # Werkzeug's rows: things said to exist, none named
+    ("What are the functions provided by Werkzeug for parsing and generating HTTP headers?", "Werkzeug provides a "
+     "couple of functions to parse and generate HTTP headers that are useful when implementing WSGI middlewares.",
+     "the question asks which things; its sentence says there are some and names none"),
+    ("What are the built-in converters available in the routing system?", "Converters for common types of URL "
+     "variables are built-in.", "the question asks which things; its sentence says there are some and names none"),
 ]
 GOOD = [
     ("What is a snapshot in the context of a restic repository?", "*Snapshot*: A Snapshot stands for the state of a "
@@ -66,6 +72,10 @@ GOOD = [
      "snapshots."),
     ("What are some backends restic supports?", "restic supports local directories, SFTP servers and S3 buckets."),
     ("What are the main commands for maintenance?", "Maintenance needs ``forget`` and ``prune``."),
+    ("Which functions parse HTTP headers?", "Werkzeug provides a couple of functions such as "
+     ":func:`parse_dict_header` to parse HTTP headers."),  # a quantity, and one named
+    ("What are some backends that work with rclone?", "Several backends, for example Google Drive and Dropbox, "
+     "work with rclone."),
 ]
 
 

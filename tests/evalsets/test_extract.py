@@ -5,6 +5,7 @@ sentences that stand alone and state a fact are, with their exact offsets and se
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from lab.evalsets.extract import blocks, candidates, in_example, why_not
 from lab.evalsets.questions import RoundTrip, answer_type, clean, coverage_order
@@ -245,3 +246,14 @@ def test_sentences_that_only_announce_or_judge_are_no_candidates():
     assert why_not("Making a request with Requests is very simple.") == "no fact"
     assert why_not("An important note about using Response.iter_content versus Response.raw.") == "points elsewhere"
     assert why_not("Requests makes it simple to send a request with a timeout of 5 seconds.") is None
+
+
+@pytest.mark.parametrize("sentence", [  # Werkzeug's manual: each sends the reader to the text before or elsewhere
+    "Either method will include SSL support.",
+    "For that you should set at least an etag and the date header and then call make_conditional.",
+    "For more details about those exceptions have a look at the documentation of the MapAdapter.match method.",
+    "Be sure to read its documentation and ``waitress-serve --help`` to understand what features are available.",
+])
+def test_sentences_leaning_on_other_text_are_no_candidates(sentence):
+    assert why_not(sentence) == "points elsewhere"
+    assert why_not("Either ``host`` or ``port`` must be given to the server.") is None  # a rule, not a pointer
