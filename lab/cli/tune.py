@@ -9,7 +9,7 @@ from typing import Any
 
 from lab.cli import options
 from lab.models.device import DEVICES
-from lab.tune.options import DEFAULTS, LOSSES, TuneOptions
+from lab.tune.options import DEFAULTS, LOSSES, MIN_TRAIN_STEPS, TuneOptions
 
 #: Every default of the flags, from the one place that holds them (TuneOptions and DEFAULTS).
 _D = TuneOptions(target="reranker", out="")
@@ -56,7 +56,9 @@ def add_parsers(sub: Any, common: Any) -> None:
                    help=f"negatives drawn at random from other documents, per question (default: {_D.random_negatives})")
     p.add_argument("--loss", help=f"reranker: {' or '.join(LOSSES['reranker'])} (the first is the default); "
                                   f"embedding: {' or '.join(LOSSES['embedding'])}")
-    p.add_argument("--epochs", type=float, help=f"passes over the training pairs (default: {_by_target('epochs')})")
+    p.add_argument("--epochs", type=float,
+                   help=f"passes over the training pairs (default: {_by_target('epochs')}; a reranker's run is at "
+                        f"least {MIN_TRAIN_STEPS['reranker']} steps unless --epochs or --max-steps is given)")
     p.add_argument("--lr", type=float, help=f"learning rate (default: {_by_target('lr')})")
     p.add_argument("--batch-size", type=options.count, help=f"pairs per step (default: {_by_target('batch_size')})")
     p.add_argument("--max-length", type=options.count, help=f"tokens per input (default: {_by_target('max_length')})")

@@ -15,6 +15,12 @@ DEFAULTS = {
     "embedding": {"lr": 3e-5, "head_lr": None, "epochs": 1.0, "batch_size": 32, "max_length": 256},
 }
 
+#: The fewest steps a default tuning takes. A fresh cross-encoder head sits at a constant score for
+#: its first 50 to 100 steps at the full learning rate (InsureLLM, the formats set: docs/tuning.md);
+#: a run of about a hundred steps has decayed its rate before the head breaks away and ends near
+#: the constant, so a small training set is seen again up to this many steps.
+MIN_TRAIN_STEPS = {"reranker": 300}
+
 
 @dataclass
 class TuneOptions:
@@ -47,10 +53,17 @@ class TuneOptions:
     experiments_dir: Path = Path("experiments")
     cache_root: Path | None = None
 
-    def hyper(self) -> dict:
+    def hyper(self, rows: int | None = None) -> dict:
+        """The hyperparameters; with ``rows`` (the training pairs), a reranker's run shorter than
+        :data:`MIN_TRAIN_STEPS` at one epoch, neither ``--epochs`` nor ``--max-steps`` given, is
+        made that long (``max_steps``: the pairs seen again)."""
         d = DEFAULTS[self.target]
-        return {"loss": self.loss or LOSSES[self.target][0], "epochs": self.epochs or d["epochs"],
-                "lr": self.lr or d["lr"], "batch_size": self.batch_size or d["batch_size"],
-                "max_length": self.max_length or d["max_length"], "negatives": self.negatives,
-                "random_negatives": self.random_negatives, "head_lr": d["head_lr"],
-                "max_steps": self.max_steps, "warmup_ratio": 0.1, "seed": self.seed}
+        out = {"loss": self.loss or LOSSES[self.target][0], "epochs": self.epochs or d["epochs"],
+               "lr": self.lr or d["lr"], "batch_size": self.batch_size or d["batch_size"],
+               "max_length": self.max_length or d["max_length"], "negatives": self.negatives,
+               "random_negatives": self.random_negatives, "head_lr": d["head_lr"],
+               "max_steps": self.max_steps, "warmup_ratio": 0.1, "seed": self.seed}
+        floor = MIN_TRAIN_STEPS.get(self.target)
+        if rows and floor and self.max_steps is None and self.epochs is None and -(-rows // out["batch_size"]) < floor:
+            out["max_steps"] = floor
+        return out

@@ -251,8 +251,10 @@ def tune(opts: TuneOptions) -> TuneResult:
 def _tune(opts: TuneOptions) -> TuneResult:
     t0 = time.perf_counter()
     prep = prepare(opts)
-    hyper = opts.hyper()
     by_id = {p.id: p for p in prep.passages}
+    columns = pairs_dataset(prep.train, by_id, opts.hyper()["loss"])
+    n_rows = len(next(iter(columns.values())))
+    hyper = opts.hyper(n_rows)  # a small training set: seen again up to MIN_TRAIN_STEPS
     train_fp = fingerprint(prep.train, prep.passages)
     base = base_location()
     run_key = hashlib.sha256(json.dumps([opts.target, train_fp, hyper, model_fingerprint(base)],
@@ -271,8 +273,6 @@ def _tune(opts: TuneOptions) -> TuneResult:
     root = tuned_root(opts.cache_root)
     work = root / ".work" / f"{opts.out}-{run_key}"
     work.mkdir(parents=True, exist_ok=True)
-    columns = pairs_dataset(prep.train, by_id, hyper["loss"])
-    n_rows = len(next(iter(columns.values())))
     if n_rows == 0:
         raise ConfigError("lab tune: no training pair: no question has a hard negative to learn against",
                           hint="raise --negatives, or add questions (--pseudo N)")
@@ -280,6 +280,9 @@ def _tune(opts: TuneOptions) -> TuneResult:
     total = hyper["max_steps"] or max(1, int(round(steps_per_epoch * hyper["epochs"])))
     save_every = opts.save_every or max(1, total // 10)
     last = _last_checkpoint(work / "checkpoints")
+    if hyper["max_steps"] and opts.max_steps is None:
+        log.info("%d pairs make %d steps an epoch; trained for %d, the pairs seen again (a fresh head needs them: "
+                 "docs/tuning.md; --epochs or --max-steps sets the length)", n_rows, steps_per_epoch, total)
     log.info("tuning a %s (%s) on %d questions (%d pairs/rows; %d dev questions held back): %d steps%s",
              opts.target, hyper["loss"], len(prep.train), n_rows, len(prep.dev), total,
              f", resuming from {last.name}" if last else "")

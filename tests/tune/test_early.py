@@ -94,3 +94,19 @@ def test_a_tuning_that_does_not_learn_stops_at_its_check(tmp_path, monkeypatch, 
     assert "--early-stop 0 trains to the end regardless" in err
     assert not (cache / "tuned" / "stuck").exists()
     assert not [w for w in (cache / "tuned" / ".work").glob("stuck-*")]
+
+
+@pytest.mark.parametrize("kw, rows, expected", [
+    ({}, 1674, 300),  # the formats set: 105 steps an epoch at batch 16, seen again up to 300
+    ({}, 4800, None),  # 300 steps an epoch already
+    ({}, None, None),  # before the pairs are known
+    ({"epochs": 1.0}, 1674, None),  # asked for: as asked
+    ({"max_steps": 40}, 1674, 40),
+    ({"batch_size": 4}, 1674, None),  # 419 steps an epoch
+])
+def test_a_small_reranker_training_set_is_seen_again_up_to_the_floor(kw, rows, expected):
+    from lab.tune.options import MIN_TRAIN_STEPS
+
+    assert MIN_TRAIN_STEPS["reranker"] == 300
+    assert TuneOptions(target="reranker", out="x", **kw).hyper(rows)["max_steps"] == expected
+    assert TuneOptions(target="embedding", out="x").hyper(10)["max_steps"] is None  # an embedding: one epoch
