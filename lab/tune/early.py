@@ -5,7 +5,8 @@ or fused at any weight, training stops with the figures and what to try, and not
 tuning that would have run its whole budget to give a model worse than no model says so early.
 
 By default the check runs at a quarter of a run of at least :data:`MIN_STEPS` steps (a shorter run
-costs less than its check); ``--early-stop SHARE`` sets the share and checks a run of any length.
+costs less than its check), and not before step :data:`PLATEAU_STEPS`; ``--early-stop SHARE`` sets
+the share and checks a run of any length at that share.
 
 The rule, *no learning*: ``max(tuned alone, fused at each weight) <= first stage`` on the dev MRR.
 A model with any signal lifts at least one fused order above the first stage's, so the rule is
@@ -33,6 +34,10 @@ log = logging.getLogger(__name__)
 DEFAULT_SHARE = 0.25
 #: The shortest run the default check applies to.
 MIN_STEPS = 50
+#: The default check comes no sooner: a fresh head sits at a constant score for its first 50 to 100
+#: steps, then breaks away (the formats set: tuned alone 0.27 at step 52, 0.51 at step 79;
+#: docs/tuning.md). A check inside that plateau would stop a run that learns.
+PLATEAU_STEPS = 100
 
 
 class NoLearning(LabError):
@@ -46,10 +51,13 @@ def check_step(opts: TuneOptions, total: int, n_dev: int) -> int | None:
     """The step after which the dev split is scored, or None where there is no check: off
     (``--early-stop 0``, or the default on a run shorter than :data:`MIN_STEPS`), an embedding
     model, no dev question, or a check that would fall on the last step."""
-    share = DEFAULT_SHARE if opts.early_stop is None and total >= MIN_STEPS else opts.early_stop
+    default = opts.early_stop is None
+    share = DEFAULT_SHARE if default and total >= MIN_STEPS else opts.early_stop
     if not share or opts.target != "reranker" or n_dev == 0:
         return None
     step = max(1, math.ceil(share * total))
+    if default:  # not before the head can have left its constant score
+        step = max(step, PLATEAU_STEPS)
     return step if step < total else None
 
 

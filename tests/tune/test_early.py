@@ -15,7 +15,9 @@ FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 
 @pytest.mark.parametrize("target, early_stop, total, n_dev, expected", [
-    ("reranker", None, 310, 50, 78),  # the default: a quarter of a long run (ceil(77.5))
+    ("reranker", None, 310, 50, 100),  # the default: a quarter of a long run (ceil(77.5)), not before step 100
+    ("reranker", None, 600, 50, 150),  # a quarter
+    ("reranker", None, 90, 50, None),  # step 100 is past the end: no check
     ("reranker", None, MIN_STEPS - 1, 50, None),  # a short run costs less than its check
     ("reranker", 0.5, 4, 5, 2),  # asked for: any length
     ("reranker", 0.0, 310, 50, None),  # off
@@ -44,8 +46,10 @@ def test_a_curve_point_next_to_the_early_check_is_that_check(tmp_path):
     from lab.tune.early import EarlyStop
 
     opts = TuneOptions(target="reranker", out="x", curve=4)
-    early = EarlyStop(opts, [object()] * 48, tmp_path, 105)  # the formats set's run: check at 27
-    assert early.step == 27 and sorted(early.points) == [52, 79]  # 26 is the check's
+    early = EarlyStop(TuneOptions(target="reranker", out="x", curve=4, early_stop=0.25), [object()] * 48, tmp_path, 105)
+    assert early.step == 27 and sorted(early.points) == [52, 79]  # 26 is the check's (a share asked for: no floor)
+    default = EarlyStop(opts, [object()] * 48, tmp_path, 300)
+    assert default.step == 100 and sorted(default.points) == [150, 225]  # 75 is the check's
     off = EarlyStop(TuneOptions(target="reranker", out="x", curve=4, early_stop=0), [object()] * 48, tmp_path, 105)
     assert off.step is None and sorted(off.points) == [26, 52, 79]
 
