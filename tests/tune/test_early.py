@@ -15,9 +15,9 @@ FIXTURES = Path(__file__).parent.parent / "fixtures"
 
 
 @pytest.mark.parametrize("target, early_stop, total, n_dev, expected", [
-    ("reranker", None, 310, 50, 100),  # the default: a quarter of a long run (ceil(77.5)), not before step 100
-    ("reranker", None, 600, 50, 150),  # a quarter
-    ("reranker", None, 90, 50, None),  # step 100 is past the end: no check
+    ("reranker", None, 310, 50, 200),  # the default: a quarter of a long run (ceil(77.5)), not before step 200
+    ("reranker", None, 1000, 50, 250),  # a quarter
+    ("reranker", None, 190, 50, None),  # step 200 is past the end: no check
     ("reranker", None, MIN_STEPS - 1, 50, None),  # a short run costs less than its check
     ("reranker", 0.5, 4, 5, 2),  # asked for: any length
     ("reranker", 0.0, 310, 50, None),  # off
@@ -49,7 +49,7 @@ def test_a_curve_point_next_to_the_early_check_is_that_check(tmp_path):
     early = EarlyStop(TuneOptions(target="reranker", out="x", curve=4, early_stop=0.25), [object()] * 48, tmp_path, 105)
     assert early.step == 27 and sorted(early.points) == [52, 79]  # 26 is the check's (a share asked for: no floor)
     default = EarlyStop(opts, [object()] * 48, tmp_path, 300)
-    assert default.step == 100 and sorted(default.points) == [150, 225]  # 75 is the check's
+    assert default.step == 200 and sorted(default.points) == [75, 150]  # 225 is the check's
     off = EarlyStop(TuneOptions(target="reranker", out="x", curve=4, early_stop=0), [object()] * 48, tmp_path, 105)
     assert off.step is None and sorted(off.points) == [26, 52, 79]
 
