@@ -16,7 +16,7 @@ DEFAULTS = {
 }
 
 #: The fewest steps a default tuning takes. A fresh cross-encoder head sits at a constant score for
-#: its first 50 to 100 steps at the full learning rate (InsureLLM, the formats set: docs/tuning.md);
+#: its first 50 to 200 steps at the full learning rate (the formats set, SciFact: docs/tuning.md);
 #: a run of about a hundred steps has decayed its rate before the head breaks away and ends near
 #: the constant, so a small training set is seen again up to this many steps.
 MIN_TRAIN_STEPS = {"reranker": 300}
