@@ -204,14 +204,17 @@ def in_view(question: TrainQuestion, folded: dict[str, str], tokens: Callable[[s
     unjudged. A positive whose sentence lies past the cut is a pair labelled relevant on text that
     does not hold the answer: in InsureLLM's, our own and the formats set's turn18 chunks, 23%,
     39% and 35% of the pseudo-queries at 256 tokens (docs/tuning.md). An inverse-cloze positive
-    (the sentence taken out) is kept as it is."""
+    (the sentence taken out) is kept as it is, and so is a positive whose span is the whole passage:
+    document-level gold (a BEIR import's qrels) says the passage is relevant, not where it says so,
+    and judged by its end it would leave out every passage longer than the cut."""
     if question.positive_text is not None:
         return question
     room = max_length - 3 - tokens(question.text)
     kept = []
     for pid in question.positives:
         at = folded[pid].find(question.span)
-        if at < 0 or tokens(folded[pid][:at + len(question.span)]) <= room:  # not found whole: kept, unjudged
+        whole = at == 0 and len(question.span) == len(folded[pid])
+        if at < 0 or whole or tokens(folded[pid][:at + len(question.span)]) <= room:  # not found whole: kept, unjudged
             kept.append(pid)
     if not kept:
         return None

@@ -101,6 +101,10 @@ def test_a_positive_whose_sentence_lies_past_the_models_tokens_is_left_out():
     assert in_view(q(("d",)), late, words, 12) is None
     assert in_view(q(("d",)), late, words, 13).positives == ("d",)  # one token more: it fits
     assert in_view(q(("d",), cloze="w1 w2 w3"), late, words, 12).positives == ("d",)  # an inverse cloze: as it is
+    # document-level gold (the span is the whole passage, 8 words > 6): relevant as a whole, kept
+    whole = q(("a",), span="one two three four five six seven eight")
+    assert in_view(whole, folded, words, 12).positives == ("a",)
+    assert in_view(q(("d",), span="w1 w2 w3 the sentence is here."), late, words, 12).positives == ("d",)
 
 
 def test_mine_negatives_alternates_lists_and_skips_chunks_holding_the_span():
