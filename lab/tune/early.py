@@ -134,9 +134,9 @@ class EarlyStop:
         """Score the dev split with ``model`` as it is at ``step``; True to stop."""
         self.figures = self.score(model, step)
         self.stopped = no_learning(self.figures)
-        log.info("early check after %d of %d steps: dev MRR first stage %s, tuned alone %s: %s", step, self.total,
-                 _fmt(self.figures.get("mrr_before")), _fmt(self.figures.get("mrr_after")),
-                 "no learning, stopping" if self.stopped else "learning, going on")
+        log.info("early check after %d of %d steps: dev MRR first stage %s, tuned alone %s, best fused %s: %s", step,
+                 self.total, _fmt(self.figures.get("mrr_before")), _fmt(self.figures.get("mrr_after")),
+                 _fmt(self.curve[-1]["best_fused"]), "no learning, stopping" if self.stopped else "learning, going on")
         return self.stopped
 
     def callback(self, model: Any) -> Any:
