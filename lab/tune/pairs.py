@@ -213,8 +213,9 @@ def in_view(question: TrainQuestion, folded: dict[str, str], tokens: Callable[[s
     kept = []
     for pid in question.positives:
         at = folded[pid].find(question.span)
-        whole = at == 0 and len(question.span) == len(folded[pid])
-        if at < 0 or whole or tokens(folded[pid][:at + len(question.span)]) <= room:  # not found whole: kept, unjudged
+        if (at < 0  # not found whole: kept, unjudged
+                or folded[pid] == question.span  # the whole passage: document-level gold
+                or tokens(folded[pid][:at + len(question.span)]) <= room):
             kept.append(pid)
     if not kept:
         return None
