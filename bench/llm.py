@@ -55,9 +55,9 @@ class Recording(LlamaCppBackend):
         super().__init__(plan)
         self.calls: list[tuple] = []
 
-    def chat(self, messages, schema, temperature, seed, max_tokens=None, head=None):
-        out = super().chat(messages, schema, temperature, seed, max_tokens, head=head)
-        self.calls.append((messages, schema, temperature, seed, max_tokens or self.plan.cfg.max_tokens, out))
+    def chat(self, messages, schema, temperature, seed, max_tokens=None, head=None, stop=None):
+        out = super().chat(messages, schema, temperature, seed, max_tokens, head=head, stop=stop)
+        self.calls.append((messages, schema, temperature, seed, max_tokens or self.plan.cfg.max_tokens, stop, out))
         return out
 
 
@@ -65,10 +65,12 @@ def replay(llm, calls, reset: bool) -> tuple[float, int, int, int]:
     """Seconds, prompt tokens, output tokens, and how many texts differ from the lab's."""
     t0 = time.perf_counter()
     p = c = differ = 0
-    for messages, schema, temperature, seed, max_tokens, lab_out in calls:
+    for messages, schema, temperature, seed, max_tokens, stop, lab_out in calls:
         if reset:
             llm.reset()
         kwargs = {"response_format": {"type": "json_object", "schema": schema}} if schema else {}
+        if stop:
+            kwargs["stop"] = stop
         out = llm.create_chat_completion(messages=messages, temperature=temperature, max_tokens=max_tokens,
                                          seed=seed, **kwargs)
         p += out["usage"]["prompt_tokens"]

@@ -39,13 +39,13 @@ THROUGHPUT_FILE = "throughput.json"
 #: ``testset`` is ``lab generate --mode abstractive``'s writer: 52 s an accepted question on npm's
 #: documentation, its support checks included (docs/own-documents.md; 77 s before excerpts were
 #: held); ``questions`` the extractive mode's (the default), a question to a sentence chosen by
-#: rule, no check call: about 4 candidates an accepted question, as the rules reject three of four
-#: (restic's manual: 168 for 45, 80 for 18; Flask's 146 for 45), 6.1 s a call on an idle machine
-#: (docs/own-documents.md).
+#: rule, no check call (``generate-q-v2``: the sentence alone, the reply stopped at its ``?``):
+#: about 2.5 candidates an accepted question (restic's manual: 44 for 20; Black's documentation:
+#: 115 for 45), 2.1-2.4 s a call on an idle machine (docs/own-documents.md).
 #: ``judge``: a graded text (three calls for the rubric methods); ``paraphrase``: a checked
 #: question (1.8 calls with its retries: 9 for 5 questions of turn13, 6.2 s each, measured here).
 PRIOR = {"generation": (17.3, 1.0), "judge": (4.0, 3.0), "query": (2.0, 1.0), "testset": (17.4, 3.0),
-         "questions": (6.1, 3.8), "paraphrase": (6.2, 1.8)}
+         "questions": (2.4, 2.5), "paraphrase": (6.2, 1.8)}
 #: Fewer computed calls than this do not replace an earlier measurement.
 MIN_CALLS = 3
 

@@ -179,7 +179,9 @@ _VAGUE = re.compile(r"\b(?:this|that|the|these) (?:document|text|excerpt|passage
                     r"|\b(?:the|which) (?:contract|agreement)s?\b(?! (?:with|between|for|of|signed with) )"
                     r"|\b(?:this|that|the) (?:example|sample|snippet|code block)s?\b|\bthe (?:above|following|below)\b"
                     r"|\b(?:this|the) given\b|\bcode snippet\b|\bin the (?:[\w`'.-]+ )?documentation\b"
-                    r"|\bdocuments? [AB]\b|\bdocumentation section\b|\bsection (?:about|on|called|named)\b",
+                    r"|\bdocuments? [AB]\b|\bdocumentation section\b|\bsection (?:about|on|called|named)\b"
+                    r"|\bthe [\w`'.-]+ document\b|\b(?:this|that|the) answers?\b|\bthe product\b(?! (?:that|which|whose|named|called)\b)"
+                    r"|\bon the other hand\b",
                     re.I)
 
 

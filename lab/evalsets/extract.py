@@ -15,7 +15,8 @@ text of an HTML page alike:
 - ``table``: grid and simple tables, pipe tables, and option lists (lines that start with a flag,
   ``--target DIR  ...``);
 - ``heading``: a Markdown ``#`` line, a reStructuredText title with its under- (and over-)line;
-- ``comment``: a reStructuredText comment or target (``..`` not followed by a directive's ``::``);
+- ``comment``: a reStructuredText comment or target (``..`` not followed by a directive's ``::``),
+  an HTML comment (``<!-- ... -->``, as Markdown sources carry a generator's note);
 - ``prose``: everything else, list items and admonitions (``.. note::``) included.
 
 Only prose is read for sentences (:func:`prose_sentences`): lines joined across hard wraps, cut
@@ -67,7 +68,8 @@ _POINTING = re.compile(r"^(?:it|this|that|these|those|they|them|he|she|then|but|
 #: Words that send the reader elsewhere in the document: "(see table below)", "in this case".
 _ELSEWHERE = re.compile(r"\b(?:below|above|as follows|the following|this case|this example|the example|this command|"
                         r"these commands|the previous|the next|the latter|the former|have a look at|"
-                        r"read (?:its|the) documentation)\b|\(see\b|\bhere\.$", re.I)
+                        r"read (?:its|the) documentation|(?:is|are) (?:documented|described|listed) (?:in|on|at))\b"
+                        r"|\(see\b|\bhere\.$", re.I)
 _CODE_TERM = re.compile(r"``[^`]+``|`[^`]+`|(?<![\w-])--?[A-Za-z][\w-]*")
 _FIGURE = re.compile(r"\d")
 #: A statement that something can be done or found, without what: "... is also configurable.",
@@ -185,6 +187,13 @@ def blocks(text: str, source: str = "", literal: Sequence[Sequence[int]] = ()) -
             heading = stripped
             add(i, i + 2, "heading")
             i += 2
+            continue
+        if stripped.startswith("<!--"):  # an HTML comment (Markdown's, a page's): up to its "-->"
+            k = i
+            while k < len(lines) and "-->" not in lines[k][2]:
+                k += 1
+            add(i, min(k + 1, len(lines)), "comment")
+            i = min(k + 1, len(lines))
             continue
         fence = _FENCE.match(line)
         if fence or _PRE_OPEN.search(line):  # up to its closing fence, or </pre> (on its own line or this one)

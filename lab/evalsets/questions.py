@@ -9,8 +9,9 @@ fact-bearing sentences, each checked by rules that do not ask the model.
 2. **The order**, by the coverage rule: the next document is the one with the fewest candidates
    per character of prose so far (weighted fair queuing), and a document's sections are visited
    in turn, so every document and section has its share of the candidates at any moment.
-3. **The question**: one short call (prompt ``generate-q-v1``: the sentence, its section's
-   title and its neighbours), the reply held to ``{"question": ...}`` by a grammar.
+3. **The question**: one short call (prompt ``generate-q-v2``: the sentence, its document's
+   title and its section's heading, no neighbouring text: a sentence is chosen to stand alone),
+   the reply held to ``{"question": ...}`` by a grammar and stopped at its first ``?``.
 4. **The checks**, cheapest first, each counted in the sidecar: a question addressed to a model
    (``injection``), a size, a vague or file-naming question, one that copies its answer
    (``quotes_answer``) or holds all of it (``restates``), one whose kind its answer does not
@@ -46,12 +47,10 @@ from lab.models.llm import LabLLM, LLMCallError
 from lab.prompts import load_prompt
 from lab.progress import Ticker
 
-PROMPT = "generate-q-v1"
+PROMPT = "generate-q-v2"
 #: The round trip: a question must place its own sentence among this many of the knowledge
 #: base's prose sentences, by words or by meaning (:class:`RoundTrip`).
 ROUND_TRIP_K = 10
-#: Characters of neighbouring text the model sees around its sentence.
-CONTEXT_CHARS = 400
 #: Candidates tried at most per question wanted (``--max-candidates``'s default: about a quarter
 #: of the candidates is accepted on documentation the lab does not ship).
 CANDIDATES_PER_QUESTION = 4
@@ -162,18 +161,6 @@ def coverage_order(docs: dict[str, str], seed: int, cut: dict[str, list[Block]] 
             del queues[source]
 
 
-def _context(text: str, c: Candidate) -> str:
-    """The text around a candidate, for the model's context: up to :data:`CONTEXT_CHARS`
-    characters before and after, cut at sentence ends where it can."""
-    before = text[max(0, c.start - CONTEXT_CHARS):c.start]
-    after = text[c.end:c.end + CONTEXT_CHARS]
-    cut = max(before.rfind(". "), before.rfind("\n\n"))
-    before = before[cut + 2:] if cut >= 0 else before
-    stop = max(after.rfind(". "), after.rfind("\n\n"))
-    after = after[:stop + 1] if stop > 0 else after
-    return " ".join(f"{before} [...] {after}".split())
-
-
 # ---------------------------------------------------------------------------------------------
 # The loop
 
@@ -245,7 +232,7 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
                 break
             tried += 1
             began = time.perf_counter()
-            reason, detail, question = _one(llm, prompt, head, docs, c, seed)
+            reason, detail, question = _one(llm, prompt, head, c, seed)
             pace.add(time.perf_counter() - began)
             sentence = clean(c.text)
             qvec = None
@@ -308,19 +295,20 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
     return Extracted(rows, stats)
 
 
-def _one(llm: LabLLM, prompt, head: int, docs: dict[str, str], c: Candidate, seed: int
-         ) -> tuple[str | None, str, str | None]:
+def _one(llm: LabLLM, prompt, head: int, c: Candidate, seed: int) -> tuple[str | None, str, str | None]:
     """(reason rejected or None, detail, the question) for one candidate."""
     sentence = clean(c.text)
     title = re.sub(r"(\.rst)?\.(txt|md|markdown|html?|rst)$", "", c.source.rsplit("/", 1)[-1])
-    messages = prompt.messages(title=title, heading=c.heading or title, context=_context(docs[c.source], c),
-                               sentence=sentence)
+    messages = prompt.messages(title=title, heading=c.heading or title, sentence=sentence)
     try:
-        out = llm.chat(messages, prompt.version, schema=_SCHEMA, temperature=0.0, seed=seed, max_tokens=70, head=head)
-        question = " ".join(str(json.loads(out.text)["question"]).split())
+        # a small model goes on asking: its first question is the one asked for, and the reply
+        # stops at its question mark (the same question as the whole reply's first, in fewer steps)
+        out = llm.chat(messages, prompt.version, schema=_SCHEMA, temperature=0.0, seed=seed, max_tokens=70, head=head,
+                       stop=["?"])
+        question = " ".join(str(_asked(out.text)).split())
     except (LLMCallError, ValueError, KeyError, TypeError) as exc:
         return "malformed", f"{type(exc).__name__}: {str(exc)[:160]}", None
-    if "?" in question:  # a small model goes on asking: its first question is the one asked for
+    if "?" in question:
         question = question[:question.index("?") + 1]
     if suspect := suspect_reasons(question=question, reference=sentence):
         return "injection", "; ".join(suspect), question
@@ -343,6 +331,21 @@ def _one(llm: LabLLM, prompt, head: int, docs: dict[str, str], c: Candidate, see
     if (why := answer_type(question, sentence)) is not None:
         return "answer_type", why, question
     return None, "", question
+
+
+_OPENED = re.compile(r'\s*\{\s*"question"\s*:\s*"')
+
+
+def _asked(text: str) -> str:
+    """The question of a reply held to :data:`_SCHEMA`: the whole JSON object, or one stopped at
+    the question's first ``?`` (the stop string is left out of the text), given back with it."""
+    try:
+        return json.loads(text)["question"]
+    except ValueError:
+        opened = _OPENED.match(text)
+        if opened is None:
+            raise
+        return json.loads('"' + text[opened.end():] + '"') + "?"
 
 
 class _Pace:

@@ -148,18 +148,21 @@ class LlamaCppBackend:
         return self._llm
 
     def chat(self, messages: list[dict], schema: dict | None, temperature: float, seed: int,
-             max_tokens: int | None = None, head: int | None = None) -> Completion:
+             max_tokens: int | None = None, head: int | None = None, stop: list[str] | None = None) -> Completion:
         """One chat completion. ``head``: the last message's first ``head`` characters are the same
         in many calls (a prompt's steps and task, before its document); their tokens are evaluated
         on their own, once, and their KV state restored for every later call that starts with
-        them (:meth:`_start_at_head`)."""
+        them (:meth:`_start_at_head`). ``stop``: the reply ends where one of these first appears
+        (left out of its text)."""
         with self._lock:  # one llama.cpp context: calls run one at a time
             llm = self._load()
             kwargs: dict[str, Any] = {}
             if schema is not None:
                 kwargs["response_format"] = {"type": "json_object", "schema": schema}
+            if stop:
+                kwargs["stop"] = stop
             t0 = time.perf_counter()
-            if not self.reuse_prefix and temperature == 0 and _enum_first(schema) and _chatml(llm):
+            if not stop and not self.reuse_prefix and temperature == 0 and _enum_first(schema) and _chatml(llm):
                 return self._choice_first(llm, messages, schema, seed, max_tokens or self.plan.cfg.max_tokens, head, t0)
             if not self.reuse_prefix:
                 llm.reset()
@@ -377,8 +380,10 @@ class OpenAIBackend:
         return self._llm
 
     def chat(self, messages: list[dict], schema: dict | None, temperature: float, seed: int,
-             max_tokens: int | None = None, head: int | None = None) -> Completion:
-        """One chat call (``head`` is for local models; a server caches prefixes by itself)."""
+             max_tokens: int | None = None, head: int | None = None, stop: list[str] | None = None) -> Completion:
+        """One chat call (``head`` is for local models; a server caches prefixes by itself).
+        ``stop`` is not sent: reasoning models refuse the parameter, so a server's reply comes
+        whole, and a caller that stops a local model's reply reads both forms."""
         from llama_index.core.llms import ChatMessage
 
         llm = self._load()

@@ -166,18 +166,20 @@ class LabLLM:
         return max(1, self.plan.cfg.concurrency // concurrency_share())
 
     def key(self, messages: list[dict], prompt_version: str, schema: dict | None, temperature: float,
-            seed: int, max_tokens: int | None = None) -> str:
+            seed: int, max_tokens: int | None = None, stop: list[str] | None = None) -> str:
         cfg = self.plan.cfg
         body = {
             "model": self.plan.fingerprint, "max_tokens": max_tokens or cfg.max_tokens, "temperature": temperature,
             "seed": seed, "prompt_version": prompt_version, "messages": messages, "schema": schema,
         }
+        if stop:  # only then: every key made without one stays what it was
+            body["stop"] = stop
         if cfg.backend == "llama_cpp":
             body["n_ctx"] = cfg.n_ctx  # a longer window can change a truncated prompt
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
     def _call(self, messages: list[dict], schema: dict | None, temperature: float, seed: int,
-              max_tokens: int | None, head: int | None = None) -> Completion:
+              max_tokens: int | None, head: int | None = None, stop: list[str] | None = None) -> Completion:
         """The backend's call. Remote backends retry ``max_retries`` times with exponential
         backoff (0.5 s, doubling, at most 8 s) on 429, 5xx, timeouts, lost connections, replies
         that are not valid JSON and empty answers; other errors (400, 401, 404) fail at once."""
@@ -186,8 +188,8 @@ class LabLLM:
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                out = (self.backend.chat(messages, schema, temperature, seed, max_tokens, head=head) if head
-                       else self.backend.chat(messages, schema, temperature, seed, max_tokens))
+                extra = {k: v for k, v in (("head", head), ("stop", stop)) if v}
+                out = self.backend.chat(messages, schema, temperature, seed, max_tokens, **extra)
             except Exception as exc:
                 if last or not _retryable(exc):
                     raise
@@ -203,15 +205,17 @@ class LabLLM:
 
     def chat(self, messages: list[dict], prompt_version: str, schema: dict | None = None,
              temperature: float | None = None, seed: int | None = None, max_tokens: int | None = None,
-             head: int | None = None) -> Completion:
+             head: int | None = None, stop: list[str] | None = None) -> Completion:
         """One chat call; ``temperature``, ``seed`` and ``max_tokens`` default to the config's.
         ``head``: the last message's first ``head`` characters are shared by many calls (a
         prompt's fixed steps); a local model evaluates them once (``LlamaCppBackend.chat``). It is
-        not part of the cache key: it changes the work, not the reply."""
+        not part of the cache key: it changes the work, not the reply. ``stop``: strings that end
+        a local model's reply where they first appear, left out of its text (a remote server's
+        reply comes whole: see ``OpenAIBackend.chat``), in the cache key when given."""
         cfg = self.plan.cfg
         temperature = cfg.temperature if temperature is None else temperature
         seed = cfg.seed if seed is None else seed
-        key = self.key(messages, prompt_version, schema, temperature, seed, max_tokens)
+        key = self.key(messages, prompt_version, schema, temperature, seed, max_tokens, stop)
         if self.cache is not None:
             hit = self.cache.get(key)
             if hit is not None:
@@ -221,7 +225,7 @@ class LabLLM:
         if self._unreachable is not None and not self._reached:
             raise self._unreachable
         try:
-            out = self._call(messages, schema, temperature, seed, max_tokens, head)
+            out = self._call(messages, schema, temperature, seed, max_tokens, head, stop)
         except Exception as exc:  # recorded by the caller as a failed answer or judgement
             with self._lock:
                 self.usage.failed += 1

@@ -115,6 +115,16 @@ def test_markdown_fences_indented_code_tables_and_prompts_are_no_candidates():
     assert cats == ["direct_fact", "temporal"]  # "30 seconds": a period
 
 
+def test_an_html_comment_in_markdown_is_no_candidate():
+    """Black's documentation opens with a generator's note in ``<!-- ... -->`` (its date made a
+    temporal question about the Sphinx master file)."""
+    md = ("<!--\nkiln documentation master file, created by\nsphinx-quickstart on Fri Mar 23 10:53:30 2018.\n-->\n\n"
+          "# Kiln\n\n<!-- Kiln's logs are kept for 9 days by the `logrotate` job. -->\n"
+          "The installer writes its log to `/var/log/kiln.log` by default.\n")
+    assert _sentences("docs/index.md", md) == ["The installer writes its log to `/var/log/kiln.log` by default."]
+    assert [b.kind for b in blocks(md, "docs/index.md")] == ["comment", "heading", "comment", "prose"]
+
+
 def test_html_pre_blocks_are_examples():
     got = _sentences("site/backup.html", HTML_TEXT)
     assert got == ["The daily backup starts at 02:00 and keeps 14 copies."]
@@ -240,6 +250,20 @@ def test_option_rows_in_code_markup_pointing_openings_and_questions_on_the_given
     assert not vague("What does the --count option default to?")
 
 
+def test_questions_leaning_on_the_answer_or_an_unnamed_product_are_vague():
+    """The sentence alone (generate-q-v2, no nearby text) lets the model write "the answer" or
+    "the product" where it should name the thing (restic's and Werkzeug's rows)."""
+    from lab.evalsets.excerpts import vague
+
+    assert vague("What does the answer say about recovering from 'no free space' errors?")
+    assert vague("What are the prerequisites for using the product?")
+    assert vague("What is the response on the other hand?")
+    assert vague("What does the 'snapshots' command show in the manual_rest document?")  # its title, echoed
+    # a product picked out by what follows it is named (InsureLLM's people's questions)
+    assert not vague("Who is the technical lead for the product that costs $10,000/month for Standard Tier?")
+    assert not vague("What is the name of the new user created in the tutorial?")
+
+
 def test_sentences_that_only_announce_or_judge_are_no_candidates():
     """requests' pages: "Making a request with Requests is very simple." and "An important note
     about using Response.iter_content versus Response.raw." state no fact to ask about."""
@@ -253,6 +277,7 @@ def test_sentences_that_only_announce_or_judge_are_no_candidates():
     "For that you should set at least an etag and the date header and then call make_conditional.",
     "For more details about those exceptions have a look at the documentation of the MapAdapter.match method.",
     "Be sure to read its documentation and ``waitress-serve --help`` to understand what features are available.",
+    "Supported platforms for the ``mypyc`` wheels are documented in the FAQ.",  # Black's release notes
 ])
 def test_sentences_leaning_on_other_text_are_no_candidates(sentence):
     assert why_not(sentence) == "points elsewhere"

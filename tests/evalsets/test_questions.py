@@ -9,6 +9,7 @@ import json
 import time
 
 import numpy as np
+import pytest
 
 from lab.config import LLMConfig
 from lab.evalsets.questions import extractive
@@ -31,11 +32,14 @@ class Scripted:
     def __init__(self, outs, stop_at=None):
         self.outs, self.n, self.stop_at = outs, 0, stop_at
 
-    def chat(self, messages, schema, temperature, seed, max_tokens=None, head=None):
+    def chat(self, messages, schema, temperature, seed, max_tokens=None, head=None, stop=None):
         self.n += 1
         if self.stop_at == self.n:
             raise KeyboardInterrupt
-        return Completion(json.dumps({"question": self.outs[min(self.n, len(self.outs)) - 1]}), 100, 12, 0.1, "stop")
+        text = json.dumps({"question": self.outs[min(self.n, len(self.outs)) - 1]})
+        for s in stop or ():  # as llama.cpp: the reply ends where a stop string first appears, left out
+            text = text.split(s)[0]
+        return Completion(text, 100, 12, 0.1, "stop")
 
 
 def _llm(outs, stop_at=None):
@@ -87,6 +91,17 @@ def test_a_question_of_the_wrong_kind_and_one_that_finds_nothing_are_counted():
     out = extractive(DOCS, llm, embed, n=3, seed=0, max_candidates=3, round_trip_k=1)
     rej = {k: v["n"] for k, v in out.stats["rejected"].items() if v["n"]}
     assert rej == {"answer_type": 1, "round_trip": 1} and out.stats["n_accepted"] == 1
+
+
+def test_a_reply_stopped_at_its_question_mark_gives_the_whole_replys_first_question():
+    from lab.evalsets.questions import _asked
+
+    assert _asked('{"question": "Which port does the \\"rest\\" server use') == 'Which port does the "rest" server use?'
+    assert _asked('{"question": "Which port?"}') == "Which port?"  # a whole reply, as from a cache
+    assert _asked('{ "question" : "Was it') == "Was it?"
+    for bad in ('{"answer": "Which', "Which port", '{"question": "a \\'):
+        with pytest.raises(ValueError):
+            _asked(bad)
 
 
 def test_answer_types_of_what_questions_and_questions_that_name_nothing():

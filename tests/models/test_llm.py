@@ -61,6 +61,27 @@ def test_max_tokens_and_model_are_in_the_key(tmp_path):
     assert LabLLM(plan, CallCache(tmp_path / "llm.sqlite"), FakeBackend()).chat(MSGS, "p").cached is False
 
 
+def test_stop_strings_are_in_the_key_only_when_given(tmp_path):
+    import hashlib
+    import json
+
+    class Stops(FakeBackend):
+        def chat(self, messages, schema, temperature, seed, max_tokens=None, stop=None):
+            self.calls.append(stop)
+            return Completion("{\"question\": \"Why", 100, 3, 0.5, "stop")
+
+    llm = make(tmp_path, backend=Stops())
+    body = {"model": "model.gguf:abc", "max_tokens": LLMConfig().max_tokens, "temperature": 0.0, "seed": 0,
+            "prompt_version": "p", "messages": MSGS, "schema": None, "n_ctx": LLMConfig().n_ctx}
+    # a call without stop strings keeps the key it always had (every cached reply still found)
+    assert llm.key(MSGS, "p", None, 0.0, 0) == hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+    assert llm.key(MSGS, "p", None, 0.0, 0, stop=["?"]) != llm.key(MSGS, "p", None, 0.0, 0)
+    llm.chat(MSGS, "p", stop=["?"])
+    llm.chat(MSGS, "p")  # not the reply stopped at "?"
+    assert llm.backend.calls == [["?"], None]
+    assert llm.chat(MSGS, "p", stop=["?"]).cached
+
+
 def test_cost_of_priced_models_and_none_for_unknown_remote(tmp_path):
     plan = LLMPlan(LLMConfig(backend="openai", model="gpt-4.1-nano"), "judge", "gpt-4.1-nano", "openai:x")
     llm = LabLLM(plan, None, FakeBackend())
