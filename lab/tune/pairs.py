@@ -20,7 +20,7 @@ import hashlib
 import json
 import random
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Callable, Iterable, Sequence
 
@@ -219,8 +219,7 @@ def in_view(question: TrainQuestion, folded: dict[str, str], tokens: Callable[[s
             kept.append(pid)
     if not kept:
         return None
-    question.positives = tuple(kept)
-    return question
+    return replace(question, positives=tuple(kept))  # a copy: the caller's question is left as it was
 
 
 def _interleave(a: Sequence[str], b: Sequence[str]) -> Iterable[str]:
