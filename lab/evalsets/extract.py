@@ -192,8 +192,9 @@ def blocks(text: str, source: str = "", literal: Sequence[Sequence[int]] = ()) -
             k = i
             while k < len(lines) and "-->" not in lines[k][2]:
                 k += 1
-            add(i, min(k + 1, len(lines)), "comment")
-            i = min(k + 1, len(lines))
+            k = min(k + 1, len(lines))
+            add(i, k, "comment")
+            i = k
             continue
         fence = _FENCE.match(line)
         if fence or _PRE_OPEN.search(line):  # up to its closing fence, or </pre> (on its own line or this one)

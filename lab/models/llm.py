@@ -185,10 +185,10 @@ class LabLLM:
         that are not valid JSON and empty answers; other errors (400, 401, 404) fail at once."""
         cfg = self.plan.cfg
         attempts = 1 + (cfg.max_retries if cfg.backend in REMOTE else 0)
+        extra = {k: v for k, v in (("head", head), ("stop", stop)) if v}  # a backend without them is not given them
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                extra = {k: v for k, v in (("head", head), ("stop", stop)) if v}
                 out = self.backend.chat(messages, schema, temperature, seed, max_tokens, **extra)
             except Exception as exc:
                 if last or not _retryable(exc):
