@@ -85,9 +85,14 @@ def answer_type(question: str, sentence: str) -> str | None:
     """Why the sentence cannot answer what the question's wording asks for (None: it can): a
     "when" question needs a time or a condition, "what year" a date, "how many" a number,
     "which option" an option or command, "who" a name, "what is the default" a value, "what are
-    the steps" an order; before them :func:`denies`, after them :func:`mentions_only`,
+    the steps" an order; before them :func:`denies` and two questions in one ("What is Jinja2
+    and how does it work?"), after them :func:`mentions_only`,
     :func:`says_not_to` and :func:`lists_none`."""
     if (why := denies(question, sentence)) is not None:
+        return why
+    if _TWO.search(question):
+        return "the question asks two things; one sentence answers one at most"
+    if (why := names_given(question, sentence)) is not None:
         return why
     for kind, asks, holds in _ASKS:
         if asks.search(question):
@@ -95,9 +100,35 @@ def answer_type(question: str, sentence: str) -> str | None:
     return mentions_only(question, sentence) or says_not_to(question, sentence) or lists_none(question, sentence)
 
 
+#: A question asking for a name or a title.
+_ASKS_NAME = re.compile(r"\bwhat (?:is|are) the (?:[\w-]+ )?(?:names?|titles?)\b|\bwhat is [^?]{0,40}\bcalled\b", re.I)
+#: The names a sentence marks: code, a link's or a role's text, a quotation.
+_MARKED = re.compile(r":[\w:.-]+:`~?([^`<]+?)(?:\s*<[^>]+>)?`|`([^`<]+?)(?:\s*<[^>]+>)?`_{1,2}|\[([^\]]+)\]\(|"
+                     r"``([^`]+)``|`([^`]+)`|\"([^\"]{3,80})\"")
+
+
+def names_given(question: str, sentence: str) -> str | None:
+    """A question asking for a name or a title whose own words hold every name its sentence
+    marks (in code, a link's or a role's text, quotes): "What is the name of the tutorial on
+    using Behave with Pyramid?" of "Wayne Witzel III, `Using Behave with Pyramid`_, 2014.". The
+    answer is in the question; nothing is left to find."""
+    if not _ASKS_NAME.search(question):
+        return None
+    marked = [next(g for g in m.groups() if g) for m in _MARKED.finditer(sentence)]
+    asked = fold(question, "case")
+    if marked and all(fold(name.strip("~."), "case") in asked for name in marked):
+        return f"the question asks for a name it gives itself ({marked[0]!r})"
+    return None
+
+
+#: Two questions in one: "What is Jinja2 and how does it work?".
+_TWO = re.compile(r"\b(?:and|or) (?:how|what|why|when|where|which|who)\b", re.I)
 #: "What is (the) X ...?": X, up to its first preposition, relative word or participle.
 _WHAT_IS = re.compile(r"^\s*what (?:is|are) (?:an? |the )?(?P<x>[^?]+?)\s*(?:\b(?:in|for|of|on|to|with|when|that|which|"
                       r"by|from|between|regarding|within|if|as|at|under)\b[^?]*|\b\w+ed\b[^?]*)?\?\s*$", re.I)
+#: A bare definition question: "What is X?", "What are X in Flask?", "What is X in the context of Y?".
+_DEFINITION = re.compile(r"^\s*(?i:what (?:is|are) (?:an? |the )?)(?:(?!(?i:in|for|of|on|to|with|when|that|which|by|from|as|at|"
+                         r"about|used|and|or)\b)[\w'`.-]+\s*){1,4}(?:\s+in (?:the context of [^?]+|[A-Z`'\"][^?]*))?\?\s*$")
 #: Words after which a sentence says what its subject is or holds.
 _DEFINES = {"is", "are", "was", "were", "means", "mean", "refers", "refer", "stands", "stand", "contains", "contain",
             "consists", "describes", "defines", "lists", "holds", "include", "includes", "=", ":", "("}
@@ -117,7 +148,11 @@ def mentions_only(question: str, sentence: str) -> str | None:
     but nothing after it says what it is or holds (a verb such as "is", "means", "contains" within
     eight words, a colon, a name right after it) and no name other than X's own comes just before
     it ("the restic self-update command" names the command; "the root user" does not say what the
-    root user is)."""
+    root user is). A bare definition question ("What is a web application?", "What is the WSGI
+    specification?", at most "in" a name after X) needs more: a defining verb or a colon after X
+    (a name near it, "A web application needs an HTTP server", or a parenthesis, "The WSGI
+    specification (:pep:`3333`) decided ...", does not say what X is; a colon counts right after
+    X only)."""
     m = _WHAT_IS.match(question)
     if not m:
         return None
@@ -125,9 +160,11 @@ def mentions_only(question: str, sentence: str) -> str | None:
     if not x or len(x) > 3 or x[0] in _OTHER_KINDS or x[-1] in _OTHER_KINDS:
         return None
     head, own = x[-1], set(x)
-    tokens = _TOKEN.findall(sentence)
+    pure = bool(_DEFINITION.match(question))
+    tokens = _TOKEN.findall(re.sub(r":[\w:.-]+:(?=`)", "", sentence) if pure else sentence)  # ":pep:`3333`" is no colon
     low = [fold(t.strip("`").strip(".,;'"), "case") for t in tokens]
-    at = [i for i, t in enumerate(low) if t in (head, head + "s") or t.rstrip("s") == head or head in t.split()]
+    at = [i for i, t in enumerate(low) if t in (head, head + "s", head + "es") or t.rstrip("s") == head
+          or head in t.split()]
     if not at:
         return None  # X is not in the sentence: the round trip and the reader judge it
 
@@ -135,10 +172,12 @@ def mentions_only(question: str, sentence: str) -> str | None:
         return bool(_NAMED.search(tokens[j].lstrip("(").rstrip(".,;:'")) and re.search(r"[^\W_]", tokens[j]) and j > 0
                     and not set(low[j].split()) & own)
 
+    defines = _DEFINES - {"("} if pure else _DEFINES
     for i in at:
         after = range(i + 1, len(low))
-        if any(low[j] in _DEFINES for j in after if j < i + 9) or ":" in low[i + 1:] or \
-                any(names(j) for j in after if j < i + 4) or any(names(j) for j in range(max(0, i - 3), i)):
+        if any(low[j] in defines for j in after if j < i + 9) or ":" in (low[i + 1:i + 3] if pure else low[i + 1:]):
+            return None
+        if not pure and (any(names(j) for j in after if j < i + 4) or any(names(j) for j in range(max(0, i - 3), i))):
             return None
     return f"the question asks what {' '.join(x)} is; its sentence only mentions it"
 

@@ -181,13 +181,19 @@ _VAGUE = re.compile(r"\b(?:this|that|the|these) (?:document|text|excerpt|passage
                     r"|\b(?:this|the) given\b|\bcode snippet\b|\bin the (?:[\w`'.-]+ )?documentation\b"
                     r"|\bdocuments? [AB]\b|\bdocumentation section\b|\bsection (?:about|on|called|named)\b"
                     r"|\bthe [\w`'.-]+ document\b|\b(?:this|that|the) answers?\b|\bthe product\b(?! (?:that|which|whose|named|called)\b)"
-                    r"|\bon the other hand\b",
+                    r"|\bon the other hand\b"
+                    r"|\b(?:the|this|that) (?:[\w`'.-]+ )?(?:README|section|chapter|guide|manual|FAQ)(?: file)?"
+                    r"(?=\s*[?.,)]|\s+(?:(?:of|in|on)(?!\s+(?:the|a|an|your)\s+(?:[\w.-]+\s+)?(?:file|configuration)\b)|about|for|"
+                    r"mentioned|says?|describes?|explains?)\b)"
+                    r"|\bsection of\b",
                     re.I)
 
 
 def vague(question: str) -> bool:
     """The question leans on a document the user does not see ("this contract", "the
-    document"): generic, and often answered by every document alike."""
+    document"), or on a part of the documentation ("the README", "the usage
+    section of the documentation"): a user asks about the product, not about where a page says
+    it; generic, and often answered by every document alike."""
     return bool(_VAGUE.search(question))
 
 

@@ -12,7 +12,8 @@ text of an HTML page alike:
   (``$``, ``#``, ``>``, ``PS>``, ``>>>``): a console session and its output ("restoring
   <Snapshot of ...> at 2015-05-08 21:40:19"), whose timestamps and counts are the example's, not
   facts of the product;
-- ``table``: grid and simple tables, pipe tables, and option lists (lines that start with a flag,
+- ``table``: grid and simple tables (a simple table's rows up to its closing border), pipe
+  tables, and option lists (lines that start with a flag,
   ``--target DIR  ...``);
 - ``heading``: a Markdown ``#`` line, a reStructuredText title with its under- (and over-)line;
 - ``comment``: a reStructuredText comment or target (``..`` not followed by a directive's ``::``),
@@ -23,7 +24,9 @@ Only prose is read for sentences (:func:`prose_sentences`): lines joined across 
 after ``.``, ``!`` or ``?`` before a capital, a digit or markup (an abbreviation ends nothing).
 A sentence is a *candidate* (:func:`candidates`) when it can stand alone as the answer to a
 question: 6 to 45 words, ending in a full stop, not opening with a word that points elsewhere
-("It", "This", "For example", ...), and stating a fact: a figure, a term in code markup, an option,
+("It", "This", "For example", ...) nor leaning on other text inside ("these keys", "to enable
+this", "for details"), not a walkthrough's step, the authors' news, a caption without a verb, or
+a mention of some things none named, and stating a fact: a figure, a term in code markup, an option,
 a name, or a rule ("must", "default", "only", ...). Its category follows from what it states
 (a period or date: ``temporal``; another figure: ``numerical``; else ``direct_fact``).
 """
@@ -47,6 +50,10 @@ _COMMENT = re.compile(r"^\s*\.\.(?:\s|$)")
 _UNDERLINE = re.compile(r"^\s*([=\-~^\"'`#*+_:.])\1{2,}\s*$")
 _MD_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+\S")
 _TABLE = re.compile(r"^\s*(?:\+[-=+]{2,}|\|.*\||=+(?:\s+=+)+\s*$)")
+#: A reStructuredText simple table's border ("=====  ======"): its rows, header and body, are
+#: the table's up to the border that closes it.
+_SIMPLE_BORDER = re.compile(r"^\s*=+(?:\s+=+)+\s*$")
+_SIMPLE_ROWS = 400
 _OPTION = re.compile(r"^\s*(?:``)?(?:-\w|--[\w-]+)(?:[ =][^\s]+)?(?:,\s*--?[\w-]+(?:[ =][^\s]+)?)*(?:\s{2,}|\t|$)")
 _PROMPT = re.compile(r"^\s*(?:\$|#|>|PS[^>\n]*>|>>>|[A-Za-z]:\\[^>\n]*>)\s+\S")
 _PRE_OPEN, _PRE_CLOSE = re.compile(r"<pre\b", re.I), re.compile(r"</pre>", re.I)
@@ -68,8 +75,26 @@ _POINTING = re.compile(r"^(?:it|this|that|these|those|they|them|he|she|then|but|
 #: Words that send the reader elsewhere in the document: "(see table below)", "in this case".
 _ELSEWHERE = re.compile(r"\b(?:below|above|as follows|the following|this case|this example|the example|this command|"
                         r"these commands|the previous|the next|the latter|the former|have a look at|"
-                        r"read (?:its|the) documentation|(?:is|are) (?:documented|described|listed) (?:in|on|at))\b"
-                        r"|\(see\b|\bhere\.$", re.I)
+                        r"read (?:its|the) documentation|(?:is|are) (?:documented|described|listed) (?:in|on|at)|"
+                        r"for (?:more |further |full |the )?details|by reading|consult|why not|file an? (?:issue|bug)|"
+                        r"(?:do|does|enable|achieve|accomplish) this|either (?:method|way|option|approach))\b"
+                        r"|\(see\b|\bhere\.$|\bthis[.)]*$|^check (?:out )?(?:this|the|our)\b|"
+                        r"\b(?:is|are) in the\b[^.]{0,60}\bdocumentation\b"
+                        r"|\b(?:these|those) (?!(?:are|were|is|was|can|will|must|may|should|have)\b)[a-z]\w*", re.I)
+#: A step of a walkthrough, told to the reader ("Open your shell and cd into ...", "Great, you
+#: just generated a skeleton package."): the tutorial's story, not a fact of the product.
+_WALKTHROUGH = re.compile(r"^(?:open|find|go to|navigate to|cd|switch to|head (?:over )?to|great|congratulations|"
+                          r"well done|voil[aà])\b|\byou(?:'ve| have)? just\b|\byou(?:'ll| will) (?:see|learn|now)\b",
+                          re.I)
+#: The authors speaking of themselves ("We are proud to be a sponsor of PyCon 2016."): news about
+#: the project, not a fact of the product; "we recommend" is a rule and stays.
+_AUTHORS = re.compile(r"\b(?:we|we're|we'll|we've|our|ours)\b(?! (?:recommend|suggest|advise|encourage|strongly))|"
+                      r"(?<![\w.-])us(?![\w.-])", re.I)
+#: A subject said to exist in a vague quantity, none named: "Some parentheses are optional in the
+#: Python grammar.", "Werkzeug provides a couple of functions to parse HTTP headers".
+_SOME = re.compile(r"^(?:some|many|several|a few|various|a couple of)\b|\ba couple of\b", re.I)
+#: Words before named examples: "Several backends, for example Google Drive and Dropbox, ...".
+_EXAMPLES = re.compile(r"\b(?:for example|for instance|such as|e\.g\.|including|namely)\b|:\s", re.I)
 _CODE_TERM = re.compile(r"``[^`]+``|`[^`]+`|(?<![\w-])--?[A-Za-z][\w-]*")
 _FIGURE = re.compile(r"\d")
 #: A statement that something can be done or found, without what: "... is also configurable.",
@@ -85,6 +110,28 @@ _RULE = re.compile(r"\b(?:must|never|always|only|default(?:s|ed)?|required?|requ
 _PERIOD = re.compile(r"\b\d{1,2}:\d\d\b|\b(?:1[89]|20)\d\d\b|\b(?:January|February|March|April|May|June|July|August|September|"
                      r"October|November|December)\b|\b\d+\s*(?:ms|milliseconds?|seconds?|minutes?|hours?|days?|weeks?|"
                      r"months?|years?)\b")  # case kept: "you may" is no month
+#: A sentence that says something changed, not to what: "In Click 2.0 the signature
+#: for callbacks changed."
+_SAYS_CHANGED = re.compile(r"\b(?:has |have )?changed\.$", re.I)
+#: What makes a sentence a statement: an auxiliary, or a word that reads as a verb's third person
+#: or past ("uses", "allowed"; plurals count too: the rule only needs to be lenient).
+_AUXILIARY = {"is", "are", "was", "were", "be", "been", "being", "has", "have", "had", "do", "does", "did", "can",
+              "could", "will", "would", "shall", "should", "may", "might", "must", "cannot"}
+
+
+def _verbless(read: str) -> bool:
+    """No word past the first reads as a verb (:data:`_AUXILIARY`, ``-n't``, ``-s`` but not
+    ``-ss``, ``-us``, ``-is``, ``-ed``; a possessive is none): a caption, a blurb or a list
+    entry's label ("A fake wrapper around Python's timeit."), not a statement."""
+    for i, word in enumerate(re.findall(r"[A-Za-z][\w'’-]*", read)):
+        low = word.lower()
+        if low in _AUXILIARY or low.endswith(("n't", "n’t")):
+            return False
+        if low.endswith(("'s", "’s")) or i == 0 or len(low) <= 3:
+            continue
+        if (low.endswith("s") and not low.endswith(("ss", "us", "is"))) or low.endswith("ed"):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -152,6 +199,15 @@ def blocks(text: str, source: str = "", literal: Sequence[Sequence[int]] = ()) -
         while k < len(lines) and (not lines[k][2].strip() or _indent(lines[k][2]) > base):
             k += 1
         return k
+
+    def _simple_table_end(k: int) -> int | None:
+        """The line after the reStructuredText simple table whose top border is line ``k``: its
+        rows run to a border followed by a blank line (or the end); None when no border closes
+        it within :data:`_SIMPLE_ROWS` lines."""
+        for j in range(k + 1, min(len(lines), k + _SIMPLE_ROWS)):
+            if _SIMPLE_BORDER.match(lines[j][2]) and (j + 1 == len(lines) or not lines[j + 1][2].strip()):
+                return j + 1
+        return None
 
     def code_kind(a: int, b: int) -> str:
         return "transcript" if any(_PROMPT.match(lines[k][2]) for k in range(a, b)) else "code"
@@ -225,6 +281,10 @@ def blocks(text: str, source: str = "", literal: Sequence[Sequence[int]] = ()) -
             k = indented_run(i + 1, _indent(line))
             add(i, k, "comment")
             i = k
+            continue
+        if _SIMPLE_BORDER.match(line) and (end := _simple_table_end(i)) is not None:
+            add(i, end, "table")
+            i = end
             continue
         if _TABLE.match(line) or _OPTION.match(line):
             k = i
@@ -322,6 +382,10 @@ def why_not(sentence: str) -> str | None:
         return "not a statement"  # a question, an introduction ("... as follows:"), a fragment
     if _POINTING.match(read.lstrip("*_`\"'(")) or _ELSEWHERE.search(read):
         return "points elsewhere"
+    if _WALKTHROUGH.search(read.lstrip("*_`\"'(")):
+        return "a walkthrough's step"
+    if _AUTHORS.search(read):
+        return "the authors' story"
     if sum(c.isalpha() for c in flat) < 0.6 * len(flat.replace(" ", "")):
         return "not prose"
     named = _FIGURE.search(flat) or _CODE_TERM.search(flat) or _NAME.search(flat)
@@ -329,6 +393,12 @@ def why_not(sentence: str) -> str | None:
         return "no fact"
     if (not named and _EMPTY_END.search(read)) or _ONLY_EASY.search(read):  # "The port is also configurable."
         return "no fact"
+    if _SOME.search(read.lstrip("*_`\"'(")) and not (_CODE_TERM.search(flat) or _EXAMPLES.search(read)):
+        return "no fact"  # some things, none named
+    if _SAYS_CHANGED.search(read):
+        return "no fact"  # that it changed, not to what
+    if not _CODE_TERM.search(flat) and _verbless(read):
+        return "a caption"  # "Foundational knowledge on using and configuring Black."
     return None
 
 

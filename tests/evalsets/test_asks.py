@@ -125,3 +125,29 @@ def test_the_eta_counts_computed_candidates_only():
     assert pace.left(6, 2, 4, 100) == 120.0
     assert pace.left(6, 2, 4, 5) == 50.0
     assert _Pace().left(6, 2, 4, 100) is None
+
+
+def test_two_questions_in_one_are_refused():
+    """Eight rows of the read sets asked two things of one sentence (docs/generated-rows-read.md):
+    at best one is answered."""
+    said = "the question asks two things; one sentence answers one at most"
+    assert answer_type("What is Jinja2 and how does it work?", "Jinja2 supports template inheritance.") == said
+    assert answer_type("What are mypyc wheels and how are they built?", "Wheels built with mypyc are platform "
+                       "specific.") == said
+    assert answer_type("What does Black do with tabs and spaces?", "Black turns tabs into spaces.") is None
+
+
+def test_a_name_the_question_gives_itself_is_refused():
+    """behave's and doit's rows: the title asked for is in the question's own words."""
+    from lab.evalsets.asks import names_given
+
+    assert names_given("What is the name of the tutorial on using Behave with Pyramid?",
+                       "Wayne Witzel III, `Using Behave with Pyramid`_, 2014-01-10.") == \
+        "the question asks for a name it gives itself ('Using Behave with Pyramid')"
+    assert answer_type("What is the name of the signal that can be accessed with the blinker.base.NamedSignal.name "
+                       "attribute?", "You can access the name of the signal with the "
+                       ":attr:`~blinker.base.NamedSignal.name` attribute.").startswith("the question asks for a name it")
+    assert names_given("What is the name of the new user created in the tutorial?",
+                       "For this tutorial, the new user will be named ``restic-demo-user``.") is None
+    assert names_given("What does the `--seek-file` option do?", "*doit* can seek for the ``dodo.py`` file on "
+                       "parent folders if the option ``--seek-file`` is specified.") is None  # asks no name

@@ -282,3 +282,81 @@ def test_sentences_that_only_announce_or_judge_are_no_candidates():
 def test_sentences_leaning_on_other_text_are_no_candidates(sentence):
     assert why_not(sentence) == "points elsewhere"
     assert why_not("Either ``host`` or ``port`` must be given to the server.") is None  # a rule, not a pointer
+
+
+@pytest.mark.parametrize("sentence, said", [  # rows graded bad on Black's and Cookiecutter's pages
+    ("Open your shell and cd into the directory where you'd like to create a starter Python package project.",
+     "a walkthrough's step"),
+    ("Great, you just generated a skeleton Python package.", "a walkthrough's step"),
+    ("In Tutorial 2, you'll see how to create cookiecutters of your own, from scratch.", "a walkthrough's step"),
+    ("We are proud to be an open source sponsor of [PyCon 2016](https://us.pycon.org/2016/sponsors/).",
+     "the authors' story"),
+    ("GitHub lets us delete comments using the incredibly aptly named DELETE method.", "the authors' story"),
+    ("You will also need to add these keys to the `cookiecutter.json` or `.cookiecutterrc`.", "points elsewhere"),
+    ("On Windows, `Colorama`_ must be installed as well to enable this.", "points elsewhere"),
+    ("Consult the official `Python documentation <https://docs.python.org/3/>`_ for details.", "points elsewhere"),
+    ("Why not explore some more on using _Black_ by reading [the basics](./the_basics.md).", "points elsewhere"),
+    ("Some parentheses are optional in the Python grammar.", "no fact"),
+    ("In Click 2.0 the signature for callbacks changed.", "no fact"),
+    ("Foundational knowledge on using and configuring Black.", "a caption"),
+    ("A fake wrapper around Python's timeit.", "a caption"),
+])
+def test_walkthrough_steps_the_authors_story_and_captions_are_no_candidates(sentence, said):
+    assert why_not(sentence) == said
+
+
+@pytest.mark.parametrize("sentence", [  # the same shapes, stating a fact
+    "We recommend ``pipx`` for installing Black on a developer's machine.",  # a rule, in the authors' voice
+    "Several backends, for example Google Drive and Dropbox, work with rclone.",  # some, and named
+    "To override the location of the cache, set the environment variable ``BLACK_CACHE_DIR``.",
+    "If you use Windows, the cache lives in ``%LOCALAPPDATA%``.",
+    "``--ignore-inode``: require mtime to match, but allow inode number and ctime to differ.",  # code: no caption
+    "Restic uses the Poly1305-AES message authentication code for every blob.",
+])
+def test_facts_of_the_same_shapes_stay_candidates(sentence):
+    assert why_not(sentence) is None
+
+
+def test_questions_about_a_part_of_the_documentation_are_vague():
+    """Cookiecutter's rows: a user asks about the product, not about where a page says it."""
+    from lab.evalsets.excerpts import vague
+
+    assert vague("What are the pre- and post-generate hooks mentioned in the README file?")
+    assert vague("What does the usage section of the documentation say about working with Zip files?")
+    assert vague("What is the purpose of the 'Community' section in the README?")
+    assert not vague("Which variables does the README template of cookiecutter-pypackage use?")  # a file it makes
+
+
+def test_a_simple_tables_rows_with_sentences_in_them_are_the_tables():
+    """behave's pages: a simple table's header row ended the table at its first border, and each
+    description ("Provides JUnit XML-like output.") was read as prose."""
+    text = ("Formatters\n==========\n\n"
+            "============== ================================================================\n"
+            "Name            Description\n"
+            "============== ================================================================\n"
+            "junit           Provides JUnit XML-like output.\n"
+            "summary         Provides a summary of the test run.\n"
+            "============== ================================================================\n\n"
+            "The ``plain`` formatter is used by default when the output is not a terminal.\n")
+    table = [b for b in blocks(text, "formatters.rst.txt") if b.kind == "table"]
+    assert len(table) == 1 and text[table[0].start:table[0].end].count("\n") == 6  # both borders, every row
+    assert [c.text for c in candidates("formatters.rst.txt", text)] == [
+        "The ``plain`` formatter is used by default when the output is not a terminal."]
+    # a border that no border closes is left as it was read before
+    assert [b.kind for b in blocks("=====  =====\nThe cache lives in ``~/.cache``.\n", "x.rst")][0] == "table"
+
+
+@pytest.mark.parametrize("sentence", [  # doit's and behave's pages
+    "Check this `blog post <http://blog.example.net/posts/task-creation.html>`_ for some examples.",
+    "The full detail of the Python side of *behave* is in the :doc:`API documentation <api>`.",
+])
+def test_pointers_to_a_post_or_other_documentation_are_no_candidates(sentence):
+    assert why_not(sentence) == "points elsewhere"
+    assert why_not("Use the option `--status`, to check the reason a task is not up-to-date.") is None
+
+
+def test_a_section_of_a_configuration_file_is_no_part_of_the_documentation():
+    from lab.evalsets.excerpts import vague
+
+    assert not vague("What does the GLOBAL section in the configuration file contain?")
+    assert vague("What does the 'index' section of the documentation cover?")
