@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from lab.evalsets.extract import plain
+from lab.evalsets.standalone import plain
 from lab.evidence.text import content_words, fold
 
 #: What a question names: a capitalised word past its first, a term in code markup, an option, a

@@ -23,7 +23,7 @@ text of an HTML page alike:
 Only prose is read for sentences (:func:`prose_sentences`): lines joined across hard wraps, cut
 after ``.``, ``!`` or ``?`` before a capital, a digit or markup (an abbreviation ends nothing).
 A sentence is a *candidate* (:func:`candidates`) when it can stand alone as the answer to a
-question: 6 to 45 words, ending in a full stop, not opening with a word that points elsewhere
+question (:func:`lab.evalsets.standalone.why_not`): 6 to 45 words, ending in a full stop, not opening with a word that points elsewhere
 ("It", "This", "For example", ...) nor leaning on other text inside ("these keys", "to enable
 this", "for details"), not a walkthrough's step, the authors' news, a caption without a verb, or
 a mention of some things none named, and stating a fact: a figure, a term in code markup, an option,
@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Iterator, Sequence
 
-#: Sentence length, in words, of a candidate.
-MIN_WORDS, MAX_WORDS = 6, 45
+from lab.evalsets.standalone import CODE_TERM, plain, why_not
+
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _CODE_DIRECTIVE = re.compile(r"^\s*\.\.\s+(?:code-block|code|sourcecode|literalinclude|highlight|parsed-literal)::", re.I)
@@ -61,79 +61,11 @@ _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)]|#\.)\s+")
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]*_`]*\s+(?=[A-Z0-9`\"'(*\[_<-])")
 _ABBREV = re.compile(r"(?<![^\s(])(?:e\.g|i\.e|etc|vs|no|nr|approx|incl|dr|mr|mrs|ms|st|cf|resp|esp|fig|ver)\.$", re.I)
-#: Openings that point to what came before: a sentence so begun does not stand alone.
-_POINTING = re.compile(r"^(?:it|this|that|these|those|they|them|he|she|then|but|and|or|also|however|so|here|there|"
-                       r"such|both|thus|hence|therefore|otherwise|instead|similarly|likewise|for example|for instance|"
-                       r"in this case|in that case|as (?:mentioned|described|shown|seen|noted)|see|note:?|an? (?:\w+ )?note|now|in addition|another|"
-                       r"again|finally|first|second|next|last|lastly|alternatively|additionally|furthermore|moreover|the latter|"
-                       r"the former|the same|the patterns?|the above|the others?|the rest|the remaining|the command|"
-                       r"the output|because of (?:that|this)|on top of that|"
-                       r"in contrast|by contrast|in comparison|unlike (?:that|this|those|these)|for that|"
-                       r"either (?:method|way|option|one|approach|of (?:them|these|those))|for more (?:details|information)|"
-                       r"be sure)\b",
-                       re.I)
-#: Words that send the reader elsewhere in the document: "(see table below)", "in this case".
-_ELSEWHERE = re.compile(r"\b(?:below|above|as follows|the following|this case|this example|the example|this command|"
-                        r"these commands|the previous|the next|the latter|the former|have a look at|"
-                        r"read (?:its|the) documentation|(?:is|are) (?:documented|described|listed) (?:in|on|at)|"
-                        r"for (?:more |further |full |the )?details|by reading|consult|why not|file an? (?:issue|bug)|"
-                        r"(?:do|does|enable|achieve|accomplish) this|either (?:method|way|option|approach))\b"
-                        r"|\(see\b|\bhere\.$|\bthis[.)]*$|^check (?:out )?(?:this|the|our)\b|"
-                        r"\b(?:is|are) in the\b[^.]{0,60}\bdocumentation\b"
-                        r"|\b(?:these|those) (?!(?:are|were|is|was|can|will|must|may|should|have)\b)[a-z]\w*", re.I)
-#: A step of a walkthrough, told to the reader ("Open your shell and cd into ...", "Great, you
-#: just generated a skeleton package."): the tutorial's story, not a fact of the product.
-_WALKTHROUGH = re.compile(r"^(?:open|find|go to|navigate to|cd|switch to|head (?:over )?to|great|congratulations|"
-                          r"well done|voil[aà])\b|\byou(?:'ve| have)? just\b|\byou(?:'ll| will) (?:see|learn|now)\b",
-                          re.I)
-#: The authors speaking of themselves ("We are proud to be a sponsor of PyCon 2016."): news about
-#: the project, not a fact of the product; "we recommend" is a rule and stays.
-_AUTHORS = re.compile(r"\b(?:we|we're|we'll|we've|our|ours)\b(?! (?:recommend|suggest|advise|encourage|strongly))|"
-                      r"(?<![\w.-])us(?![\w.-])", re.I)
-#: A subject said to exist in a vague quantity, none named: "Some parentheses are optional in the
-#: Python grammar.", "Werkzeug provides a couple of functions to parse HTTP headers".
-_SOME = re.compile(r"^(?:some|many|several|a few|various|a couple of)\b|\ba couple of\b", re.I)
-#: Words before named examples: "Several backends, for example Google Drive and Dropbox, ...".
-_EXAMPLES = re.compile(r"\b(?:for example|for instance|such as|e\.g\.|including|namely)\b|:\s", re.I)
-_CODE_TERM = re.compile(r"``[^`]+``|`[^`]+`|(?<![\w-])--?[A-Za-z][\w-]*")
-_FIGURE = re.compile(r"\d")
-#: A statement that something can be done or found, without what: "... is also configurable.",
-#: "... for your bucket here."
-_EMPTY_END = re.compile(r"\b(?:here|configurable|possible|available|supported|recommended|optional|allowed)\.$", re.I)
-#: A judgement with no fact in it, names or not: "Making a request with Requests is very simple."
-_ONLY_EASY = re.compile(r"\b(?:is|are)\s+(?:\w+ly\s+|very\s+|quite\s+|pretty\s+)?(?:simple|easy|straightforward)\.$", re.I)
 #: A number standing alone ("14 copies", "1,300", "2.5"), not part of a name ("AES-256", "v2").
 _NUMBER = re.compile(r"(?<![\w.-])\d[\d,.]*(?![\w-])")
-_NAME = re.compile(r"(?<=\s)[A-Z][\w.-]*[A-Za-z0-9]")
-_RULE = re.compile(r"\b(?:must|never|always|only|default(?:s|ed)?|required?|requires|cannot|can't|not|supports?|"
-                   r"recommended|instead|limit(?:s|ed)?|maximum|minimum|at least|at most|per)\b", re.I)
 _PERIOD = re.compile(r"\b\d{1,2}:\d\d\b|\b(?:1[89]|20)\d\d\b|\b(?:January|February|March|April|May|June|July|August|September|"
                      r"October|November|December)\b|\b\d+\s*(?:ms|milliseconds?|seconds?|minutes?|hours?|days?|weeks?|"
                      r"months?|years?)\b")  # case kept: "you may" is no month
-#: A sentence that says something changed, not to what: "In Click 2.0 the signature
-#: for callbacks changed."
-_SAYS_CHANGED = re.compile(r"\b(?:has |have )?changed\.$", re.I)
-#: What makes a sentence a statement: an auxiliary, or a word that reads as a verb's third person
-#: or past ("uses", "allowed"; plurals count too: the rule only needs to be lenient).
-_AUXILIARY = {"is", "are", "was", "were", "be", "been", "being", "has", "have", "had", "do", "does", "did", "can",
-              "could", "will", "would", "shall", "should", "may", "might", "must", "cannot"}
-
-
-def _verbless(read: str) -> bool:
-    """No word past the first reads as a verb (:data:`_AUXILIARY`, ``-n't``, ``-s`` but not
-    ``-ss``, ``-us``, ``-is``, ``-ed``; a possessive is none): a caption, a blurb or a list
-    entry's label ("A fake wrapper around Python's timeit."), not a statement."""
-    for i, word in enumerate(re.findall(r"[A-Za-z][\w'’-]*", read)):
-        low = word.lower()
-        if low in _AUXILIARY or low.endswith(("n't", "n’t")):
-            return False
-        if low.endswith(("'s", "’s")) or i == 0 or len(low) <= 3:
-            continue
-        if (low.endswith("s") and not low.endswith(("ss", "us", "is"))) or low.endswith("ed"):
-            return False
-    return True
-
-
 @dataclass(frozen=True)
 class Block:
     """A run of a document's lines and what they are (see the module's docstring), under the
@@ -351,55 +283,8 @@ def prose_sentences(text: str, block: Block) -> Iterator[tuple[int, int]]:
 def _category(sentence: str) -> str:
     if _PERIOD.search(sentence):
         return "temporal"
-    plain = _CODE_TERM.sub(" ", sentence)
+    plain = CODE_TERM.sub(" ", sentence)
     return "numerical" if _NUMBER.search(plain) else "direct_fact"
-
-
-def plain(sentence: str) -> str:
-    """A sentence without its markup, as a reader sees it: whitespace runs as one space, code and
-    emphasis markup and link targets taken off (reStructuredText and Markdown alike)."""
-    text = re.sub(r":[\w:.-]+:`~?([^`<]+?)(?:\s*<[^>]+>)?`", r"\1", sentence)  # :meth:`~flask.Flask.run`
-    text = re.sub(r"`([^`<]+?)\s*<[^>]+>`_{1,2}", r"\1", text)  # `text <url>`__
-    text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)  # [text](url)
-    text = re.sub(r"``([^`]+)``|`([^`]+)`", lambda m: m.group(1) or m.group(2), text)
-    text = re.sub(r"(\*\*|__|\*)(\S.*?\S|\S)\1", r"\2", text)
-    text = re.sub(r"(?<=\w)_(?=[\s.,;:)]|$)", "", text)  # a reference's trailing underscore: "manpage_"
-    text = re.sub(r"^\*+|\*+$", "", text.strip())  # emphasis cut by the sentence's end: "**Do not ... ."
-    return " ".join(text.split())
-
-
-def why_not(sentence: str) -> str | None:
-    """Why ``sentence`` cannot be a question's answer by itself (None: it can). Its markup counts
-    as a fact (a term in code markup is one); what it says is read without it (a link's text)."""
-    flat = " ".join(sentence.split())
-    read = plain(sentence)
-    n = len(read.split())
-    if n < MIN_WORDS:
-        return "short"
-    if n > MAX_WORDS:
-        return "long"
-    if not read.endswith("."):
-        return "not a statement"  # a question, an introduction ("... as follows:"), a fragment
-    if _POINTING.match(read.lstrip("*_`\"'(")) or _ELSEWHERE.search(read):
-        return "points elsewhere"
-    if _WALKTHROUGH.search(read.lstrip("*_`\"'(")):
-        return "a walkthrough's step"
-    if _AUTHORS.search(read):
-        return "the authors' story"
-    if sum(c.isalpha() for c in flat) < 0.6 * len(flat.replace(" ", "")):
-        return "not prose"
-    named = _FIGURE.search(flat) or _CODE_TERM.search(flat) or _NAME.search(flat)
-    if not (named or _RULE.search(flat)):
-        return "no fact"
-    if (not named and _EMPTY_END.search(read)) or _ONLY_EASY.search(read):  # "The port is also configurable."
-        return "no fact"
-    if _SOME.search(read.lstrip("*_`\"'(")) and not (_CODE_TERM.search(flat) or _EXAMPLES.search(read)):
-        return "no fact"  # some things, none named
-    if _SAYS_CHANGED.search(read):
-        return "no fact"  # that it changed, not to what
-    if not _CODE_TERM.search(flat) and _verbless(read):
-        return "a caption"  # "Foundational knowledge on using and configuring Black."
-    return None
 
 
 def candidates(source: str, text: str, cut: Sequence[Block] | None = None) -> list[Candidate]:

@@ -40,7 +40,8 @@ import numpy as np
 
 from lab.evalsets.asks import _GENERIC, _TERM, answer_type, asks_elsewhere, restates
 from lab.evalsets.excerpts import NEAR_DUPLICATE, derive_keywords, names_a_file, quotes_own_answer, size_problem, vague
-from lab.evalsets.extract import Block, Candidate, blocks, candidates, plain, prose_sentences
+from lab.evalsets.extract import Block, Candidate, blocks, candidates, prose_sentences
+from lab.evalsets.standalone import plain
 from lab.evidence.text import content_words, fold
 from lab.metrics.injection import suspect_reasons
 from lab.models.llm import LabLLM, LLMCallError
@@ -63,7 +64,7 @@ _SCHEMA = {"type": "object", "properties": {"question": {"type": "string", "maxL
 
 
 def clean(sentence: str) -> str:
-    """A sentence as a reference answer: :func:`lab.evalsets.extract.plain`."""
+    """A sentence as a reference answer: :func:`lab.evalsets.standalone.plain`."""
     return plain(sentence)
 
 

@@ -151,3 +151,21 @@ def test_a_name_the_question_gives_itself_is_refused():
                        "For this tutorial, the new user will be named ``restic-demo-user``.") is None
     assert names_given("What does the `--seek-file` option do?", "*doit* can seek for the ``dodo.py`` file on "
                        "parent folders if the option ``--seek-file`` is specified.") is None  # asks no name
+
+
+@pytest.mark.parametrize("question, sentence, said", [  # CherryPy's and Werkzeug's rows
+    ("What is a web application?", "A web application needs an HTTP server to be accessed to.",
+     "the question asks what web application is; its sentence only mentions it"),
+    ("What is the WSGI specification?", "The WSGI specification (:pep:`3333`) decided to always use the ``str`` type "
+     "to represent values.", "the question asks what wsgi specification is; its sentence only mentions it"),
+    ("What is a Toolbox?", "You can also make your own Toolboxes if you need more modularity.",
+     "the question asks what toolbox is; its sentence only mentions it"),
+    ("What is socket activation?", "Socket Activation is a systemd feature that starts services on demand.", None),
+    ("What is Software Carpentry?", "The `Software Carpentry Foundation <http://software-carpentry.org>`_ is a "
+     "non-profit membership organization.", None),
+    ("What is a snapshot in the context of a restic repository?", "*Snapshot*: A Snapshot stands for the state of a "
+     "file or directory that has been backed up at some point in time.", None),
+])
+def test_a_bare_definition_question_needs_a_sentence_that_defines(question, sentence, said):
+    """"What is X?" alone: a name near X or a parenthesis after it does not say what X is."""
+    assert answer_type(question, sentence) == said

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lab.evalsets.extract import blocks, candidates, in_example, why_not
+from lab.evalsets.extract import blocks, candidates, in_example
+from lab.evalsets.standalone import why_not
 from lab.evalsets.questions import RoundTrip, answer_type, clean, coverage_order
 
 RST = """\
