@@ -316,6 +316,10 @@ def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str,
         print(f"{stats['seconds_per_accepted']:.1f} s per accepted question")
     print("by category: " + ", ".join(f"{c} {n}" for c, n in stats["by_category"].items()))
     print("rejected: " + (", ".join(f"{k} {n}" for k, n in rej.items()) or "none"))
+    if (seen := stats.get("sentences")) is not None:  # the extractive mode: what the sentence rules left out
+        left = ", ".join(f"{why} {e['n']}" for why, e in seen["left_out"].items())
+        print(f"sentences: {seen['candidates']} candidates of {seen['prose_sentences']} in prose; left out: "
+              f"{left or 'none'} (examples in {sidecar.name})")
     if stats["documents_without_questions"]:
         print(f"{len(stats['documents_without_questions'])} of {len(docs)} documents have no question "
               f"(see {sidecar.name})")

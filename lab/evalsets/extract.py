@@ -301,6 +301,33 @@ def candidates(source: str, text: str, cut: Sequence[Block] | None = None) -> li
     return out
 
 
+def census(docs: dict[str, str], cut: dict[str, Sequence[Block]], examples: int = 3) -> dict:
+    """What the rules made of a knowledge base's text: characters per block kind (``code``,
+    ``transcript``, ``table``, ``prose``, ...), its prose sentences, how many are candidates, and
+    the others by :func:`why_not`'s reason with the first ``examples`` of each (document order),
+    so a user can see what a rule leaves out of their documents. ``cut``: each document's
+    :func:`blocks`."""
+    chars: dict[str, int] = {}
+    left: dict[str, dict] = {}
+    prose = 0
+    for source in sorted(docs):
+        text = docs[source]
+        for block in cut[source]:
+            chars[block.kind] = chars.get(block.kind, 0) + block.end - block.start
+            if block.kind != "prose":
+                continue
+            for a, b in prose_sentences(text, block):
+                prose += 1
+                if (why := why_not(text[a:b])) is not None:
+                    entry = left.setdefault(why, {"n": 0, "examples": []})
+                    entry["n"] += 1
+                    if len(entry["examples"]) < examples:
+                        entry["examples"].append({"source": source, "sentence": " ".join(text[a:b].split())[:200]})
+    n_left = sum(e["n"] for e in left.values())
+    return {"characters_by_kind": dict(sorted(chars.items())), "prose_sentences": prose,
+            "candidates": prose - n_left, "left_out": dict(sorted(left.items(), key=lambda kv: (-kv[1]["n"], kv[0])))}
+
+
 def kinds(text: str, source: str = "") -> dict[str, int]:
     """Characters of ``text`` per block kind: how much of a document is prose."""
     out: dict[str, int] = {}

@@ -40,7 +40,7 @@ import numpy as np
 
 from lab.evalsets.asks import _GENERIC, _TERM, answer_type, asks_elsewhere, restates
 from lab.evalsets.excerpts import NEAR_DUPLICATE, derive_keywords, names_a_file, quotes_own_answer, size_problem, vague
-from lab.evalsets.extract import Block, Candidate, blocks, candidates, prose_sentences
+from lab.evalsets.extract import Block, Candidate, blocks, candidates, census, prose_sentences
 from lab.evalsets.standalone import plain
 from lab.evidence.text import content_words, fold
 from lab.metrics.injection import suspect_reasons
@@ -277,6 +277,7 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
     stats = {
         "mode": "extractive", "n_requested": n, "n_accepted": len(rows), "seed": seed, "candidates": tried,
         "candidate_sentences": sum(len(v) for v in found.values()),
+        "sentences": census(docs, cut),
         "acceptance_rate": round(len(rows) / max(1, tried), 4),
         "rejected": {r: {"n": len(v), "examples": v[:3]} for r, v in rejected.items()},
         "round_trip": {"k": trip.k, "sentences": len(pool_texts), "passed_by_words_only": only["words"],

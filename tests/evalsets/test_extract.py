@@ -361,3 +361,23 @@ def test_a_section_of_a_configuration_file_is_no_part_of_the_documentation():
 
     assert not vague("What does the GLOBAL section in the configuration file contain?")
     assert vague("What does the 'index' section of the documentation cover?")
+
+
+def test_the_census_says_what_the_rules_left_out_and_why():
+    """The sidecar's ``sentences``: characters per kind of block, and each prose sentence left out
+    counted under its reason, with its document, so a user can see what a rule takes away."""
+    from lab.evalsets.extract import census
+
+    heading, prose = "Guide\n=====\n\n", ("It is the newest snapshot of the repository.\nThe repository keeps every "
+                                         "snapshot for 30 days.\n\nBackups are good.\n\n")
+    code = ".. code-block:: sh\n\n   restic backup\n"
+    text = heading + prose + code
+    got = census({"guide.rst": text}, {"guide.rst": blocks(text, "guide.rst")})
+    assert got["prose_sentences"] == 3 and got["candidates"] == 1
+    assert got["left_out"] == {
+        "points elsewhere": {"n": 1, "examples": [{"source": "guide.rst",
+                                                   "sentence": "It is the newest snapshot of the repository."}]},
+        "short": {"n": 1, "examples": [{"source": "guide.rst", "sentence": "Backups are good."}]}}
+    assert got["characters_by_kind"]["code"] == len(code)
+    assert got["characters_by_kind"]["heading"] == len("Guide\n=====\n")
+    assert sum(got["characters_by_kind"].values()) == len(text) - 3  # the blank lines between blocks are no block's

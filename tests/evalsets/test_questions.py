@@ -148,6 +148,11 @@ def test_the_cli_writes_as_it_goes_marks_an_unfinished_set_and_resumes_it(tmp_pa
     proc = lab(tmp_path, *args)  # unfinished: continued without --force
     sidecar = json.loads(out.with_suffix(".gen.json").read_text())
     assert sidecar["complete"] is True and sidecar["candidates"] <= 4
+    seen = sidecar["sentences"]  # what the sentence rules made of the documents, before any call
+    assert seen["candidates"] == sidecar["candidate_sentences"] > 0
+    assert seen["prose_sentences"] == seen["candidates"] + sum(e["n"] for e in seen["left_out"].values())
+    if sidecar["n_accepted"]:
+        assert f"sentences: {seen['candidates']} candidates of {seen['prose_sentences']} in prose" in proc.stdout
     if sidecar["n_accepted"]:
         assert proc.returncode == 0 and len(out.read_text().splitlines()) == sidecar["n_accepted"]
         proc = lab(tmp_path, *args)
