@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from lab.evidence.text import AUXILIARIES
+
 #: Sentence length, in words, of a candidate.
 MIN_WORDS, MAX_WORDS = 6, 45
 
@@ -61,19 +63,18 @@ _RULE = re.compile(r"\b(?:must|never|always|only|default(?:s|ed)?|required?|requ
 #: A sentence that says something changed, not to what: "In Click 2.0 the signature
 #: for callbacks changed."
 _SAYS_CHANGED = re.compile(r"\b(?:has |have )?changed\.$", re.I)
-#: What makes a sentence a statement: an auxiliary, or a word that reads as a verb's third person
-#: or past ("uses", "allowed"; plurals count too: the rule only needs to be lenient).
-_AUXILIARY = {"is", "are", "was", "were", "be", "been", "being", "has", "have", "had", "do", "does", "did", "can",
-              "could", "will", "would", "shall", "should", "may", "might", "must", "cannot"}
+#: What makes a sentence a statement: an auxiliary (:data:`lab.evidence.text.AUXILIARIES`), or a
+#: word that reads as a verb's third person or past ("uses", "allowed"; plurals count too: the
+#: rule only needs to be lenient).
 
 
 def _verbless(read: str) -> bool:
-    """No word past the first reads as a verb (:data:`_AUXILIARY`, ``-n't``, ``-s`` but not
+    """No word past the first reads as a verb (an auxiliary, ``-n't``, ``-s`` but not
     ``-ss``, ``-us``, ``-is``, ``-ed``; a possessive is none): a caption, a blurb or a list
     entry's label ("A fake wrapper around Python's timeit."), not a statement."""
     for i, word in enumerate(re.findall(r"[A-Za-z][\w'’-]*", read)):
         low = word.lower()
-        if low in _AUXILIARY or low.endswith(("n't", "n’t")):
+        if low in AUXILIARIES or low.endswith(("n't", "n’t")):
             return False
         if low.endswith(("'s", "’s")) or i == 0 or len(low) <= 3:
             continue

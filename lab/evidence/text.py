@@ -111,6 +111,11 @@ same shall she should since so some such than that the their theirs them then th
 through to too under until up upon us very was we were what when where whether which while who whom whose why will
 with within without would yes yet you your yours""".split())
 
+#: The auxiliary verbs among :data:`STOP` (and "cannot"): a sentence with none of them, nor a word
+#: that reads as a verb, is a caption (:func:`lab.evalsets.standalone.why_not`).
+AUXILIARIES = frozenset("""is are was were be been being has have had do does did can could will would shall should
+may might must cannot""".split())
+
 
 #: Capitalised words that start a sentence, not a name ("The", "According", "Each"): a name is a
 #: run of capitalised words that does not begin with one.
