@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from lab.evalsets.standalone import plain
+from lab.evalsets.standalone import NAMING, plain
 from lab.evidence.text import content_words, fold
 
 #: What a question names: a capitalised word past its first, a term in code markup, an option, a
@@ -230,7 +230,7 @@ def lists_none(question: str, sentence: str) -> str | None:
     read = plain(sentence)
     if _SEVERAL.search(question) and not _LIST.search(read):
         return "the question asks for several things; its sentence lists none"
-    if _WHICH.search(question) and _UNNAMED.search(read) and not (_CALL.search(sentence) or _NAMING.search(read)):
+    if _WHICH.search(question) and _UNNAMED.search(read) and not (_CALL.search(sentence) or NAMING.search(read)):
         return "the question asks which things; its sentence says there are some and names none"
     return None
 
@@ -240,8 +240,6 @@ _WHICH = re.compile(r"^\s*(?:what are (?:the|some)|which)\b", re.I)
 #: Things said to exist, not named: "a couple of functions", "common types of URL variables".
 _UNNAMED = re.compile(r"\b(?:a couple of|several|a few|various|a number of|common types of|many|some)\s+(?:\w+\s+)?\w+s\b",
                       re.I)
-#: Words before named examples: "several backends, for example Google Drive and Dropbox".
-_NAMING = re.compile(r"\b(?:for example|for instance|such as|e\.g\.|including|namely)\b|:\s", re.I)
 #: A name in code: markup, or a call ("parse_dict_header()").
 _CALL = re.compile(r"`[^`]+`|\b\w+\(\)")
 

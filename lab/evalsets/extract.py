@@ -287,51 +287,54 @@ def _category(sentence: str) -> str:
     return "numerical" if _NUMBER.search(plain) else "direct_fact"
 
 
-def candidates(source: str, text: str, cut: Sequence[Block] | None = None) -> list[Candidate]:
+#: Sentences left out, per reason, that :func:`candidates` keeps as examples.
+LEFT_OUT_EXAMPLES = 3
+
+
+def candidates(source: str, text: str, cut: Sequence[Block] | None = None,
+               left_out: dict[str, dict] | None = None) -> list[Candidate]:
     """Every candidate sentence of a document, in document order (the module's docstring);
-    ``cut``: its :func:`blocks`, when the caller has them already."""
+    ``cut``: its :func:`blocks`, when the caller has them already; ``left_out``: where each prose
+    sentence that is no candidate is counted under :func:`why_not`'s reason (``{"n", "examples"}``,
+    the first :data:`LEFT_OUT_EXAMPLES` of each), for :func:`census`."""
     out = []
     for block in blocks(text, source) if cut is None else cut:
         if block.kind != "prose":
             continue
         for a, b in prose_sentences(text, block):
             sentence = text[a:b]
-            if why_not(sentence) is None:
+            if (why := why_not(sentence)) is None:
                 out.append(Candidate(source, a, b, sentence, block.heading, _category(sentence)))
+            elif left_out is not None:
+                entry = left_out.setdefault(why, {"n": 0, "examples": []})
+                entry["n"] += 1
+                if len(entry["examples"]) < LEFT_OUT_EXAMPLES:
+                    entry["examples"].append({"source": source, "sentence": " ".join(sentence.split())[:200]})
     return out
 
 
-def census(docs: dict[str, str], cut: dict[str, Sequence[Block]], examples: int = 3) -> dict:
+def census(docs: dict[str, str], cut: dict[str, Sequence[Block]], found: dict[str, list[Candidate]],
+           left_out: dict[str, dict]) -> dict:
     """What the rules made of a knowledge base's text: characters per block kind (``code``,
-    ``transcript``, ``table``, ``prose``, ...), its prose sentences, how many are candidates, and
-    the others by :func:`why_not`'s reason with the first ``examples`` of each (document order),
-    so a user can see what a rule leaves out of their documents. ``cut``: each document's
-    :func:`blocks`."""
+    ``transcript``, ``table``, ``prose``, ...: :func:`kinds`), its prose sentences, how many are
+    candidates, and the others by :func:`why_not`'s reason with their first examples, so a user
+    can see what a rule leaves out of their documents. ``cut``: each document's :func:`blocks`;
+    ``found`` and ``left_out``: what :func:`candidates` gave and counted for each."""
     chars: dict[str, int] = {}
-    left: dict[str, dict] = {}
-    prose = 0
     for source in sorted(docs):
-        text = docs[source]
-        for block in cut[source]:
-            chars[block.kind] = chars.get(block.kind, 0) + block.end - block.start
-            if block.kind != "prose":
-                continue
-            for a, b in prose_sentences(text, block):
-                prose += 1
-                if (why := why_not(text[a:b])) is not None:
-                    entry = left.setdefault(why, {"n": 0, "examples": []})
-                    entry["n"] += 1
-                    if len(entry["examples"]) < examples:
-                        entry["examples"].append({"source": source, "sentence": " ".join(text[a:b].split())[:200]})
-    n_left = sum(e["n"] for e in left.values())
-    return {"characters_by_kind": dict(sorted(chars.items())), "prose_sentences": prose,
-            "candidates": prose - n_left, "left_out": dict(sorted(left.items(), key=lambda kv: (-kv[1]["n"], kv[0])))}
+        for kind, n in kinds(docs[source], source, cut[source]).items():
+            chars[kind] = chars.get(kind, 0) + n
+    n_found = sum(len(v) for v in found.values())
+    return {"characters_by_kind": dict(sorted(chars.items())),
+            "prose_sentences": n_found + sum(e["n"] for e in left_out.values()), "candidates": n_found,
+            "left_out": dict(sorted(left_out.items(), key=lambda kv: (-kv[1]["n"], kv[0])))}
 
 
-def kinds(text: str, source: str = "") -> dict[str, int]:
-    """Characters of ``text`` per block kind: how much of a document is prose."""
+def kinds(text: str, source: str = "", cut: Sequence[Block] | None = None) -> dict[str, int]:
+    """Characters of ``text`` per block kind: how much of a document is prose; ``cut``: its
+    :func:`blocks`, when the caller has them already."""
     out: dict[str, int] = {}
-    for b in blocks(text, source):
+    for b in blocks(text, source) if cut is None else cut:
         out[b.kind] = out.get(b.kind, 0) + b.end - b.start
     return out
 

@@ -206,7 +206,8 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
     order = sorted(docs)
     folded = [fold(docs[s]) for s in order]
     cut = {s: blocks(docs[s], s, (literal or {}).get(s, ())) for s in order}  # each document parsed once, for the pool and the candidates
-    found = {s: candidates(s, docs[s], cut[s]) for s in order}
+    left_out: dict[str, dict] = {}  # the prose sentences no candidate, by reason: the census
+    found = {s: candidates(s, docs[s], cut[s], left_out) for s in order}
     pool_texts = [docs[s][a:b] for s in order for blk in cut[s] if blk.kind == "prose"
                   for a, b in prose_sentences(docs[s], blk)]
     trip = RoundTrip(pool_texts, embed, round_trip_k)
@@ -277,7 +278,7 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
     stats = {
         "mode": "extractive", "n_requested": n, "n_accepted": len(rows), "seed": seed, "candidates": tried,
         "candidate_sentences": sum(len(v) for v in found.values()),
-        "sentences": census(docs, cut),
+        "sentences": census(docs, cut, found, left_out),
         "acceptance_rate": round(len(rows) / max(1, tried), 4),
         "rejected": {r: {"n": len(v), "examples": v[:3]} for r, v in rejected.items()},
         "round_trip": {"k": trip.k, "sentences": len(pool_texts), "passed_by_words_only": only["words"],

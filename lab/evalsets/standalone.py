@@ -49,7 +49,7 @@ _AUTHORS = re.compile(r"\b(?:we|we're|we'll|we've|our|ours)\b(?! (?:recommend|su
 #: Python grammar.", "Werkzeug provides a couple of functions to parse HTTP headers".
 _SOME = re.compile(r"^(?:some|many|several|a few|various|a couple of)\b|\ba couple of\b", re.I)
 #: Words before named examples: "Several backends, for example Google Drive and Dropbox, ...".
-_EXAMPLES = re.compile(r"\b(?:for example|for instance|such as|e\.g\.|including|namely)\b|:\s", re.I)
+NAMING = re.compile(r"\b(?:for example|for instance|such as|e\.g\.|including|namely)\b|:\s", re.I)
 CODE_TERM = re.compile(r"``[^`]+``|`[^`]+`|(?<![\w-])--?[A-Za-z][\w-]*")
 _FIGURE = re.compile(r"\d")
 #: A statement that something can be done or found, without what: "... is also configurable.",
@@ -63,15 +63,13 @@ _RULE = re.compile(r"\b(?:must|never|always|only|default(?:s|ed)?|required?|requ
 #: A sentence that says something changed, not to what: "In Click 2.0 the signature
 #: for callbacks changed."
 _SAYS_CHANGED = re.compile(r"\b(?:has |have )?changed\.$", re.I)
-#: What makes a sentence a statement: an auxiliary (:data:`lab.evidence.text.AUXILIARIES`), or a
-#: word that reads as a verb's third person or past ("uses", "allowed"; plurals count too: the
-#: rule only needs to be lenient).
 
 
 def _verbless(read: str) -> bool:
-    """No word past the first reads as a verb (an auxiliary, ``-n't``, ``-s`` but not
-    ``-ss``, ``-us``, ``-is``, ``-ed``; a possessive is none): a caption, a blurb or a list
-    entry's label ("A fake wrapper around Python's timeit."), not a statement."""
+    """No word past the first reads as a verb (an auxiliary, :data:`lab.evidence.text.AUXILIARIES`,
+    ``-n't``, ``-s`` but not ``-ss``, ``-us``, ``-is``, ``-ed``; a possessive is none; plurals count
+    too: the rule only needs to be lenient): a caption, a blurb or a list entry's label ("A fake
+    wrapper around Python's timeit."), not a statement."""
     for i, word in enumerate(re.findall(r"[A-Za-z][\w'’-]*", read)):
         low = word.lower()
         if low in AUXILIARIES or low.endswith(("n't", "n’t")):
@@ -81,7 +79,6 @@ def _verbless(read: str) -> bool:
         if (low.endswith("s") and not low.endswith(("ss", "us", "is"))) or low.endswith("ed"):
             return False
     return True
-
 
 
 def plain(sentence: str) -> str:
@@ -122,7 +119,7 @@ def why_not(sentence: str) -> str | None:
         return "no fact"
     if (not named and _EMPTY_END.search(read)) or _ONLY_EASY.search(read):  # "The port is also configurable."
         return "no fact"
-    if _SOME.search(read.lstrip("*_`\"'(")) and not (CODE_TERM.search(flat) or _EXAMPLES.search(read)):
+    if _SOME.search(read.lstrip("*_`\"'(")) and not (CODE_TERM.search(flat) or NAMING.search(read)):
         return "no fact"  # some things, none named
     if _SAYS_CHANGED.search(read):
         return "no fact"  # that it changed, not to what

@@ -372,7 +372,9 @@ def test_the_census_says_what_the_rules_left_out_and_why():
                                          "snapshot for 30 days.\n\nBackups are good.\n\n")
     code = ".. code-block:: sh\n\n   restic backup\n"
     text = heading + prose + code
-    got = census({"guide.rst": text}, {"guide.rst": blocks(text, "guide.rst")})
+    cut, left = {"guide.rst": blocks(text, "guide.rst")}, {}
+    found = {"guide.rst": candidates("guide.rst", text, cut["guide.rst"], left)}
+    got = census({"guide.rst": text}, cut, found, left)
     assert got["prose_sentences"] == 3 and got["candidates"] == 1
     assert got["left_out"] == {
         "points elsewhere": {"n": 1, "examples": [{"source": "guide.rst",

@@ -153,7 +153,6 @@ def test_the_cli_writes_as_it_goes_marks_an_unfinished_set_and_resumes_it(tmp_pa
     assert seen["prose_sentences"] == seen["candidates"] + sum(e["n"] for e in seen["left_out"].values())
     if sidecar["n_accepted"]:
         assert f"sentences: {seen['candidates']} candidates of {seen['prose_sentences']} in prose" in proc.stdout
-    if sidecar["n_accepted"]:
         assert proc.returncode == 0 and len(out.read_text().splitlines()) == sidecar["n_accepted"]
         proc = lab(tmp_path, *args)
         assert proc.returncode == 2 and "already exists" in proc.stderr  # finished: only --force replaces it
