@@ -9,7 +9,7 @@ from typing import Any
 
 from lab.cli import options
 from lab.models.device import DEVICES
-from lab.tune.options import DEFAULTS, LOSSES, MIN_TRAIN_STEPS, TuneOptions
+from lab.tune.options import DEFAULTS, HEAD_INITS, LOSSES, MIN_TRAIN_STEPS, TuneOptions
 
 #: Every default of the flags, from the one place that holds them (TuneOptions and DEFAULTS).
 _D = TuneOptions(target="reranker", out="")
@@ -84,6 +84,10 @@ def add_parsers(sub: Any, common: Any) -> None:
                    help="reranker: score the dev split at N evenly spaced steps, the end included: its learning "
                         "curve (dev MRR against steps) in the card's dev.curve and README.md (default: 0, the end "
                         "alone; each point costs a dev scoring)")
+    p.add_argument("--head-init", choices=HEAD_INITS, default=_D.head_init,
+                   help="reranker: start the new head fresh (the default) or from a linear probe of the training "
+                        "pairs on the frozen encoder (probe: one pass over the pairs first; the head leaves the "
+                        "constant score sooner, docs/tuning.md)")
     p.add_argument("--device", choices=DEVICES, default="auto",
                    help="where to train: auto (the default) picks CUDA, then Apple's MPS, then the CPU; cpu forces "
                         "it (the card records the device)")
@@ -110,7 +114,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         target=args.target, out=args.out, kb=str(args.kb) if args.kb else None, index=args.index, train=args.train,
         pseudo=args.pseudo, cloze=args.cloze, holdout=args.holdout, negatives=args.negatives, random_negatives=args.random_negatives, loss=args.loss, epochs=args.epochs,
         lr=args.lr, batch_size=args.batch_size, max_length=args.max_length, max_steps=args.max_steps, dev=args.dev, first_stage=args.first_stage,
-        seed=args.seed, early_stop=args.early_stop, curve=args.curve, keep_unseen=args.keep_unseen,
+        seed=args.seed, early_stop=args.early_stop, head_init=args.head_init, curve=args.curve, keep_unseen=args.keep_unseen,
         device=args.device, force=args.force, show_progress=not args.no_progress and sys.stderr.isatty(),
         experiments_dir=args.experiments)
     result = tune(opts)

@@ -26,6 +26,9 @@ def model_card(card: dict) -> str:
         f"| hyperparameters | lr {h['lr']}, epochs {h['epochs']}, batch {h['batch_size']}, max length "
         f"{h['max_length']}, negatives {h['negatives']}, warm-up {h['warmup_ratio']} |",
         f"| seed | {card['seed']} |",
+        *([f"| head | started from a linear probe of {card['head_probe']['pairs']} training pairs (their MRR "
+           f"{card['head_probe']['train_mrr']:.4f}, logits' spread {card['head_probe']['logit_std']:.4f}) |"]
+          if card.get("head_probe") else []),
         f"| steps | {card['steps']} |",
         f"| wall time | {card['wall_s']} s (training {card['train_s']} s, {card['pairs_per_s']} rows/s"
         f"{', on ' + card['device'] if card.get('device') else ''}) |",

@@ -79,8 +79,10 @@ def message(dev: dict[str, Any], step: int, total: int) -> tuple[str, str]:
             f"first stage {dev['mrr_before']:.4f}, tuned alone {dev['mrr_after']:.4f}{fused} on {dev['n']} questions; "
             f"the model adds nothing to the first stage, so training stopped {total - step} steps early and "
             "nothing was saved")
-    hint = ("more training questions (--train FILE, a higher --pseudo), harder or more negatives (--negatives), "
-            "another learning rate or batch (--lr, --batch-size); --early-stop 0 trains to the end regardless")
+    hint = ("a head started from a probe of the pairs (--head-init probe: it leaves the constant score sooner, "
+            "docs/tuning.md), more training questions (--train FILE, a higher --pseudo), harder or more negatives "
+            "(--negatives), another learning rate or batch (--lr, --batch-size); --early-stop 0 trains to the end "
+            "regardless")
     return text, hint
 
 

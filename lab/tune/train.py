@@ -47,8 +47,9 @@ from lab.progress import Ticker, duration
 from lab.tune.data import Prepared, prepare
 from lab.tune.card import model_card
 from lab.tune.early import EarlyStop, curve_point
+from lab.tune.head import probe_head
 from lab.tune.dev import DEV_SET, log_dev, score_dev
-from lab.tune.options import BASE_MODEL, LOSSES, TARGETS, TuneOptions
+from lab.tune.options import BASE_MODEL, HEAD_INITS, LOSSES, TARGETS, TuneOptions
 from lab.tune.pairs import TrainQuestion, fingerprint
 from lab.tune.work import guarded
 
@@ -66,6 +67,9 @@ def check_options(opts: TuneOptions) -> None:
     if loss not in LOSSES[opts.target]:
         raise ConfigError(f"--loss {loss!r} does not train a {opts.target}",
                           hint=f"choose one of {', '.join(LOSSES[opts.target])}")
+    if opts.head_init != "fresh" and (opts.head_init not in HEAD_INITS or opts.target != "reranker" or loss != "bce"):
+        raise ConfigError(f"--head-init {opts.head_init}: a reranker's head, trained with bce, starts fresh or from a "
+                          "probe", hint="drop --head-init, or use it with lab tune reranker (--loss bce, the default)")
     if not opts.train and opts.pseudo <= 0:
         raise ConfigError("lab tune: no training questions: give --train FILE (an eval set with golden spans, "
                           "e.g. from lab generate) and/or --pseudo N (questions made from the chunks, no LLM)",
@@ -197,8 +201,7 @@ def _trainer(target: str, model: Any, columns: dict[str, list], hyper: dict, wor
         import torch
 
         if hyper["loss"] == "bce":
-            loss = BinaryCrossEntropyLoss(model, pos_weight=torch.tensor(float(max(1, hyper["negatives"] + hyper.get(
-                "random_negatives", 0)))))
+            loss = BinaryCrossEntropyLoss(model, pos_weight=torch.tensor(_pos_weight(hyper)))
         else:
             loss = ListNetLoss(model)
         # the head is new (pooler and one-logit classifier on the [CLS] token of an encoder trained for
@@ -213,6 +216,11 @@ def _trainer(target: str, model: Any, columns: dict[str, list], hyper: dict, wor
     args = SentenceTransformerTrainingArguments(**common, batch_sampler=BatchSamplers.NO_DUPLICATES)
     return SentenceTransformerTrainer(model=model, args=args, train_dataset=dataset,
                                       loss=MultipleNegativesRankingLoss(model), callbacks=callbacks)
+
+
+def _pos_weight(hyper: dict) -> float:
+    """BCE's weight of a positive: its question's negatives, so both sides weigh the same."""
+    return float(max(1, hyper["negatives"] + hyper.get("random_negatives", 0)))
 
 
 def _progress_callback(ticker: Ticker, losses: list[float]) -> Any:
@@ -288,6 +296,10 @@ def _tune(opts: TuneOptions) -> TuneResult:
              f", resuming from {last.name}" if last else "")
     device = pick_device(opts.device, "--device")  # not in the run key: a checkpoint resumes on any device
     model = build_model(opts.target, base, work, hyper["max_length"], opts.seed, device)
+    probe = None  # a resumed run's head comes from its checkpoint
+    if hyper.get("head_init") == "probe" and last is None:
+        probe = probe_head(model, columns, hyper["max_length"], _pos_weight(hyper))
+        log.info("the head starts from a probe of %d pairs (its MRR on them %.3f)", probe["pairs"], probe["train_mrr"])
     losses: list[float] = []
     t_train = time.perf_counter()
     with Ticker(f"tune {opts.target}", total, opts.show_progress, unit="steps") as ticker:
@@ -324,7 +336,7 @@ def _tune(opts: TuneOptions) -> TuneResult:
         "wall_s": round(time.perf_counter() - t0, 1), "pairs_per_s": round(n_rows * hyper["epochs"] / train_s, 2)
         if not hyper["max_steps"] else round(output.global_step * hyper["batch_size"] / train_s, 2),
         "final_loss": losses[-1] if losses else float(output.training_loss), "mean_loss": float(output.training_loss),
-        "losses": losses, "dev": dev, "device": describe(device),
+        "losses": losses, "dev": dev, "device": describe(device), **({"head_probe": probe} if probe else {}),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     path = save(model, card, prep, opts, work / "dev" / DEV_SET)

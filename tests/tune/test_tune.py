@@ -379,3 +379,21 @@ def test_a_tuned_embedding_builds_its_own_index_and_a_retrained_one_another(worl
     seen = sum(fold(q.text) in texts or q.span in spans for q in dev)
     assert seen >= 1 and stage["trained_on"] == seen and stage["n"] + stage["left_out"] == len(dev) - seen
     assert f"{seen} left out: its bi-encoder trained on them" in out
+
+
+def test_a_head_started_from_a_probe_is_recorded_and_a_fresh_one_is_as_before(world, cli):
+    project, cache = world
+    code, out, err = _tune(cli, "reranker", "--index", "small-retrieval", "--pseudo", "12", "--head-init", "probe",
+                           "--out", "probed")
+    assert code == 0, err
+    card = json.loads((cache / "tuned" / "probed" / CARD).read_text())
+    assert card["hyperparameters"]["head_init"] == "probe"
+    probe = card["head_probe"]
+    assert probe["pairs"] == card["rows"] and 0 < probe["logit_std"] <= 1.0 and 0 < probe["train_mrr"] <= 1
+    assert "started from a linear probe of" in (cache / "tuned" / "probed" / "README.md").read_text()
+    fresh = json.loads((cache / "tuned" / "fixture-reranker" / CARD).read_text())
+    assert "head_init" not in fresh["hyperparameters"] and "head_probe" not in fresh
+    code, out, err = _tune(cli, "reranker", "--index", "small-retrieval", "--pseudo", "12", "--head-init", "probe",
+                           "--loss", "listnet", "--out", "probed-listnet")
+    assert code == 2 and "--head-init probe" in err and "bce" in err
+    assert not (cache / "tuned" / "probed-listnet").exists()
