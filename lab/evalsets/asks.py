@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from lab.evalsets.standalone import NAMING, plain
+from lab.evalsets.standalone import NAMING, ROLE, ROLE_NAME, plain
 from lab.evidence.text import content_words, fold
 
 #: What a question names: a capitalised word past its first, a term in code markup, an option, a
@@ -103,7 +103,7 @@ def answer_type(question: str, sentence: str) -> str | None:
 #: A question asking for a name or a title.
 _ASKS_NAME = re.compile(r"\bwhat (?:is|are) the (?:[\w-]+ )?(?:names?|titles?)\b|\bwhat is [^?]{0,40}\bcalled\b", re.I)
 #: The names a sentence marks: code, a link's or a role's text, a quotation.
-_MARKED = re.compile(r":[\w:.-]+:`~?([^`<]+?)(?:\s*<[^>]+>)?`|`([^`<]+?)(?:\s*<[^>]+>)?`_{1,2}|\[([^\]]+)\]\(|"
+_MARKED = re.compile(ROLE + r"|`([^`<]+?)(?:\s*<[^>]+>)?`_{1,2}|\[([^\]]+)\]\(|"
                      r"``([^`]+)``|`([^`]+)`|\"([^\"]{3,80})\"")
 
 
@@ -161,7 +161,7 @@ def mentions_only(question: str, sentence: str) -> str | None:
         return None
     head, own = x[-1], set(x)
     pure = bool(_DEFINITION.match(question))
-    tokens = _TOKEN.findall(re.sub(r":[\w:.-]+:(?=`)", "", sentence) if pure else sentence)  # ":pep:`3333`" is no colon
+    tokens = _TOKEN.findall(re.sub(ROLE_NAME, "", sentence) if pure else sentence)  # ":pep:`3333`" is no colon
     low = [fold(t.strip("`").strip(".,;'"), "case") for t in tokens]
     at = [i for i, t in enumerate(low) if t in (head, head + "s", head + "es") or t.rstrip("s") == head
           or head in t.split()]

@@ -49,6 +49,10 @@ _AUTHORS = re.compile(r"\b(?:we|we're|we'll|we've|our|ours)\b(?! (?:recommend|su
 #: Python grammar.", "Werkzeug provides a couple of functions to parse HTTP headers".
 _SOME = re.compile(r"^(?:some|many|several|a few|various|a couple of)\b|\ba couple of\b", re.I)
 #: Words before named examples: "Several backends, for example Google Drive and Dropbox, ...".
+#: A reStructuredText role and the text a reader sees of it (group 1): ":meth:`~flask.Flask.run`",
+#: ":ref:`the tutorial <tutorial>`"; ROLE_NAME, the role's name alone (":pep:" of ":pep:`3333`").
+ROLE = r":[\w:.-]+:`~?([^`<]+?)(?:\s*<[^>]+>)?`"
+ROLE_NAME = r":[\w:.-]+:(?=`)"
 NAMING = re.compile(r"\b(?:for example|for instance|such as|e\.g\.|including|namely)\b|:\s", re.I)
 CODE_TERM = re.compile(r"``[^`]+``|`[^`]+`|(?<![\w-])--?[A-Za-z][\w-]*")
 _FIGURE = re.compile(r"\d")
@@ -84,7 +88,7 @@ def _verbless(read: str) -> bool:
 def plain(sentence: str) -> str:
     """A sentence without its markup, as a reader sees it: whitespace runs as one space, code and
     emphasis markup and link targets taken off (reStructuredText and Markdown alike)."""
-    text = re.sub(r":[\w:.-]+:`~?([^`<]+?)(?:\s*<[^>]+>)?`", r"\1", sentence)  # :meth:`~flask.Flask.run`
+    text = re.sub(ROLE, r"\1", sentence)  # :meth:`~flask.Flask.run`
     text = re.sub(r"`([^`<]+?)\s*<[^>]+>`_{1,2}", r"\1", text)  # `text <url>`__
     text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)  # [text](url)
     text = re.sub(r"``([^`]+)``|`([^`]+)`", lambda m: m.group(1) or m.group(2), text)
