@@ -48,11 +48,11 @@ _AUTHORS = re.compile(r"\b(?:we|we're|we'll|we've|our|ours)\b(?! (?:recommend|su
 #: A subject said to exist in a vague quantity, none named: "Some parentheses are optional in the
 #: Python grammar.", "Werkzeug provides a couple of functions to parse HTTP headers".
 _SOME = re.compile(r"^(?:some|many|several|a few|various|a couple of)\b|\ba couple of\b", re.I)
-#: Words before named examples: "Several backends, for example Google Drive and Dropbox, ...".
 #: A reStructuredText role and the text a reader sees of it (group 1): ":meth:`~flask.Flask.run`",
 #: ":ref:`the tutorial <tutorial>`"; ROLE_NAME, the role's name alone (":pep:" of ":pep:`3333`").
 ROLE = r":[\w:.-]+:`~?([^`<]+?)(?:\s*<[^>]+>)?`"
 ROLE_NAME = r":[\w:.-]+:(?=`)"
+#: Words before named examples: "Several backends, for example Google Drive and Dropbox, ...".
 NAMING = re.compile(r"\b(?:for example|for instance|such as|e\.g\.|including|namely)\b|:\s", re.I)
 CODE_TERM = re.compile(r"``[^`]+``|`[^`]+`|(?<![\w-])--?[A-Za-z][\w-]*")
 _FIGURE = re.compile(r"\d")
