@@ -22,9 +22,17 @@ Pure numpy past the encoder's pass; deterministic for the same pairs and weights
 
 from __future__ import annotations
 
+import json
+import logging
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+
+log = logging.getLogger(__name__)
+
+#: The probe's report, kept in the run's work folder beside its checkpoints for a resumed run's card.
+REPORT = "head-probe.json"
 
 #: The pooler's pre-activation is standardised over the training pairs, then scaled by this.
 SPREAD = 0.5
@@ -113,3 +121,19 @@ def probe_head(model: Any, columns: dict[str, list], max_length: int, pos_weight
     hf.train(was_training)
     return {"pairs": len(labels), "train_mrr": round(first_ranks(logits, columns["query"], columns["label"]), 4),
             "logit_std": round(float(logits.std()), 4)}
+
+
+def started_head(model: Any, columns: dict[str, list], max_length: int, pos_weight: float, work: Path,
+                 resumed: bool) -> dict[str, float] | None:
+    """Start ``model``'s head from a probe (:func:`probe_head`) and keep its report in ``work``; a run
+    resumed from a checkpoint has its head from there, and its report is read back (None from a work
+    folder without one)."""
+    path = work / REPORT
+    if resumed:
+        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    probe = probe_head(model, columns, max_length, pos_weight)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(probe) + "\n", encoding="utf-8")
+    tmp.replace(path)
+    log.info("the head starts from a probe of %d pairs (its MRR on them %.3f)", probe["pairs"], probe["train_mrr"])
+    return probe

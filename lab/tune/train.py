@@ -47,7 +47,7 @@ from lab.progress import Ticker, duration
 from lab.tune.data import Prepared, prepare
 from lab.tune.card import model_card
 from lab.tune.early import EarlyStop, curve_point
-from lab.tune.head import probe_head
+from lab.tune.head import started_head
 from lab.tune.dev import DEV_SET, log_dev, score_dev
 from lab.tune.options import BASE_MODEL, HEAD_INITS, LOSSES, TARGETS, TuneOptions
 from lab.tune.pairs import TrainQuestion, fingerprint
@@ -296,10 +296,9 @@ def _tune(opts: TuneOptions) -> TuneResult:
              f", resuming from {last.name}" if last else "")
     device = pick_device(opts.device, "--device")  # not in the run key: a checkpoint resumes on any device
     model = build_model(opts.target, base, work, hyper["max_length"], opts.seed, device)
-    probe = None  # a resumed run's head comes from its checkpoint
-    if hyper.get("head_init") == "probe" and last is None:
-        probe = probe_head(model, columns, hyper["max_length"], _pos_weight(hyper))
-        log.info("the head starts from a probe of %d pairs (its MRR on them %.3f)", probe["pairs"], probe["train_mrr"])
+    probe = None  # a resumed run's head comes from its checkpoint, its report from the work folder
+    if hyper.get("head_init") == "probe":
+        probe = started_head(model, columns, hyper["max_length"], _pos_weight(hyper), work, resumed=last is not None)
     losses: list[float] = []
     t_train = time.perf_counter()
     with Ticker(f"tune {opts.target}", total, opts.show_progress, unit="steps") as ticker:

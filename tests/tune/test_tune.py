@@ -301,22 +301,29 @@ def test_same_data_and_seed_same_weights(world, cli):
     assert json.loads((cache / "tuned" / "seed-1" / CARD).read_text())["fingerprint"] != a["fingerprint"]
 
 
-def test_a_killed_tuning_resumes_from_its_checkpoint(world):
+@pytest.mark.parametrize("head", ["fresh", "probe"])
+def test_a_killed_tuning_resumes_from_its_checkpoint(world, head):
     project, cache = world
     env = {**os.environ, "LAB_CACHE": str(cache), "LAB_FAULT": "tune.after_checkpoint"}
     cmd = [sys.executable, "-m", "lab", "tune", "reranker", "--index", "small-retrieval", "--pseudo", "12",
-           "--out", "killed", "--max-steps", "4", "--batch-size", "4", "--max-length", "64", "--no-progress"]
+           "--out", f"killed-{head}", "--max-steps", "4", "--batch-size", "4", "--max-length", "64", "--no-progress",
+           "--head-init", head]
     first = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == -9, first.stderr  # SIGKILL at the first checkpoint (step 1 of 4)
-    assert not (cache / "tuned" / "killed").exists()  # no half-written model a config could load
-    work = list((cache / "tuned" / ".work").glob("killed-*"))
+    assert not (cache / "tuned" / f"killed-{head}").exists()  # no half-written model a config could load
+    work = list((cache / "tuned" / ".work").glob(f"killed-{head}-*"))
     assert len(work) == 1 and (work[0] / "checkpoints" / "checkpoint-1").is_dir()
     del env["LAB_FAULT"]
     second = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr
     assert "resuming from checkpoint-1" in second.stderr
-    card = json.loads((cache / "tuned" / "killed" / CARD).read_text())
+    card = json.loads((cache / "tuned" / f"killed-{head}" / CARD).read_text())
     assert card["steps"] == 4 and not work[0].exists()
+    if head == "probe":  # the head came from the checkpoint; the probe's report, from the work folder
+        assert "starts from a probe" in first.stderr and "starts from a probe" not in second.stderr
+        assert card["head_probe"]["pairs"] == card["rows"] and 0 < card["head_probe"]["logit_std"] <= 1.0
+    else:
+        assert "head_probe" not in card
 
 
 def test_bad_input_exits_2_and_writes_nothing(world, cli):
