@@ -85,9 +85,10 @@ def add_parsers(sub: Any, common: Any) -> None:
                         "curve (dev MRR against steps) in the card's dev.curve and README.md (default: 0, the end "
                         "alone; each point costs a dev scoring)")
     p.add_argument("--head-init", choices=HEAD_INITS, default=_D.head_init,
-                   help="reranker: start the new head fresh (the default) or from a linear probe of the training "
-                        "pairs on the frozen encoder (probe: one pass over the pairs first; the head leaves the "
-                        "constant score sooner, docs/tuning.md)")
+                   help="reranker: start the new head from a linear probe of the training pairs on the frozen "
+                        "encoder (probe, the default with --loss bce: one pass over the pairs first; the head leaves "
+                        "the constant score sooner, docs/tuning.md) or fresh (as lab tune did before; it reproduces "
+                        "such a model)")
     p.add_argument("--device", choices=DEVICES, default="auto",
                    help="where to train: auto (the default) picks CUDA, then Apple's MPS, then the CPU; cpu forces "
                         "it (the card records the device)")

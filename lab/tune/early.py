@@ -70,8 +70,8 @@ def no_learning(dev: dict[str, Any]) -> bool:
     return max([after, *(dev.get("fusion") or {}).values()]) <= before
 
 
-def message(dev: dict[str, Any], step: int, total: int) -> tuple[str, str]:
-    """What :class:`NoLearning` says, and its hint."""
+def message(dev: dict[str, Any], step: int, total: int, probed: bool = True) -> tuple[str, str]:
+    """What :class:`NoLearning` says, and its hint (a fresh head's, ``probed`` False, names the probe)."""
     fusion = dev.get("fusion") or {}
     best_w = max(fusion, key=lambda w: fusion[w]) if fusion else None
     fused = f", best fused {fusion[best_w]:.4f} (w {best_w})" if best_w is not None else ""
@@ -79,8 +79,9 @@ def message(dev: dict[str, Any], step: int, total: int) -> tuple[str, str]:
             f"first stage {dev['mrr_before']:.4f}, tuned alone {dev['mrr_after']:.4f}{fused} on {dev['n']} questions; "
             f"the model adds nothing to the first stage, so training stopped {total - step} steps early and "
             "nothing was saved")
-    hint = ("a head started from a probe of the pairs (--head-init probe: it leaves the constant score sooner, "
-            "docs/tuning.md), more training questions (--train FILE, a higher --pseudo), harder or more negatives "
+    hint = ("" if probed else "a head started from a probe of the pairs (--head-init probe: it leaves the constant "
+            "score sooner, docs/tuning.md), ") + ("more training questions (--train FILE, a higher --pseudo), more "
+            "steps (--epochs), harder or more negatives "
             "(--negatives), another learning rate or batch (--lr, --batch-size); --early-stop 0 trains to the end "
             "regardless")
     return text, hint
@@ -163,7 +164,7 @@ class EarlyStop:
         :class:`NoLearning`."""
         if self.stopped and self.figures is not None and self.step is not None:
             shutil.rmtree(self.work, ignore_errors=True)
-            text, hint = message(self.figures, self.step, self.total)
+            text, hint = message(self.figures, self.step, self.total, self.opts.hyper().get("head_init") == "probe")
             raise NoLearning(text, hint=hint)
 
 

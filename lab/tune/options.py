@@ -47,7 +47,7 @@ class TuneOptions:
     early_stop: float | None = None  # share of the steps after which the dev split is checked (lab.tune.early)
     keep_unseen: bool = False  # reranker: keep questions whose sentence lies past max_length (as before the option)
     curve: int = 0  # the dev split scored at this many evenly spaced steps, the end included (the card's dev.curve)
-    head_init: str = "fresh"  # reranker: "probe" starts the new head from a linear probe (lab.tune.head)
+    head_init: str | None = None  # reranker: fresh, or from a linear probe (lab.tune.head); None: head_init()
     device: str | None = None  # auto (None): CUDA, then MPS, then the CPU (lab.models.device); cpu forces it
     force: bool = False
     save_every: int | None = None  # steps between checkpoints (default: a tenth of the run)
@@ -65,9 +65,17 @@ class TuneOptions:
                "max_length": self.max_length or d["max_length"], "negatives": self.negatives,
                "random_negatives": self.random_negatives, "head_lr": d["head_lr"],
                "max_steps": self.max_steps, "warmup_ratio": 0.1, "seed": self.seed}
-        if self.head_init != "fresh":  # in the run key and the card only when asked: older runs' keys stand
-            out["head_init"] = self.head_init
+        head = self.resolved_head(out["loss"])
+        if head != "fresh":  # in the run key and the card only when not fresh: fresh runs' keys stand as before
+            out["head_init"] = head
         floor = MIN_TRAIN_STEPS.get(self.target)
         if rows and floor and self.max_steps is None and self.epochs is None and -(-rows // out["batch_size"]) < floor:
             out["max_steps"] = floor
         return out
+
+    def resolved_head(self, loss: str) -> str:
+        """How a new head starts: as asked, else from a probe for a reranker trained with bce (the
+        default since it learned on all four knowledge bases measured: docs/tuning.md), else fresh."""
+        if self.head_init:
+            return self.head_init
+        return "probe" if self.target == "reranker" and loss == "bce" else "fresh"

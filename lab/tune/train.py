@@ -67,7 +67,8 @@ def check_options(opts: TuneOptions) -> None:
     if loss not in LOSSES[opts.target]:
         raise ConfigError(f"--loss {loss!r} does not train a {opts.target}",
                           hint=f"choose one of {', '.join(LOSSES[opts.target])}")
-    if opts.head_init != "fresh" and (opts.head_init not in HEAD_INITS or opts.target != "reranker" or loss != "bce"):
+    if opts.head_init not in (None, "fresh") and (opts.head_init not in HEAD_INITS or opts.target != "reranker"
+                                                   or loss != "bce"):
         raise ConfigError(f"--head-init {opts.head_init}: a reranker's head, trained with bce, starts fresh or from a "
                           "probe", hint="drop --head-init, or use it with lab tune reranker (--loss bce, the default)")
     if not opts.train and opts.pseudo <= 0:

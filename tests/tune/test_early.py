@@ -77,7 +77,9 @@ def test_the_message_gives_the_figures_and_what_to_try():
     assert text == ("lab tune: after 78 of 310 steps (25%) the dev split shows no learning: dev MRR first stage 0.6000, "
                     "tuned alone 0.2800, best fused 0.5900 (w 2) on 90 questions; the model adds nothing to the first "
                     "stage, so training stopped 232 steps early and nothing was saved")
-    assert "--early-stop 0" in hint and "--pseudo" in hint
+    assert "--early-stop 0" in hint and "--pseudo" in hint and "--head-init" not in hint
+    assert message({"mrr_before": 0.6, "mrr_after": 0.28, "fusion": {}, "n": 90}, 78, 310, probed=False)[1].startswith(
+        "a head started from a probe of the pairs (--head-init probe")
 
 
 @pytest.mark.slow

@@ -44,10 +44,14 @@ def test_first_ranks_by_hand():
     assert first_ranks(scores, queries, labels) == pytest.approx((1 + 1 / 3 + 1 / 2) / 3)
 
 
-def test_head_init_is_in_the_run_key_only_when_asked():
-    """A fresh head's hyperparameters are as before the option (older runs' keys and cards stand)."""
-    assert "head_init" not in TuneOptions(target="reranker", out="x").hyper()
+def test_head_init_is_in_the_run_key_only_when_not_fresh():
+    """A fresh head's hyperparameters are as before the option (older runs' keys and cards stand);
+    a bce reranker starts from a probe unless asked otherwise, and nothing else has one."""
+    assert "head_init" not in TuneOptions(target="reranker", out="x", head_init="fresh").hyper()
+    assert TuneOptions(target="reranker", out="x").hyper()["head_init"] == "probe"
     assert TuneOptions(target="reranker", out="x", head_init="probe").hyper()["head_init"] == "probe"
+    assert "head_init" not in TuneOptions(target="reranker", out="x", loss="listnet").hyper()
+    assert "head_init" not in TuneOptions(target="embedding", out="x").hyper()
 
 
 @pytest.mark.slow

@@ -67,7 +67,7 @@ def test_the_folder_is_a_plain_hugging_face_model_with_its_card(world):
     assert card["steps"] == 3 and card["seed"] == 0
     assert card["hyperparameters"] == {"loss": "bce", "epochs": 1.0, "lr": 5e-5, "head_lr": 1e-3, "batch_size": 4,
                                        "max_length": 64, "negatives": 3, "random_negatives": 2, "max_steps": 3,
-                                       "warmup_ratio": 0.1, "seed": 0}
+                                       "warmup_ratio": 0.1, "seed": 0, "head_init": "probe"}
     # one eval row has a golden span (f2); 30 pseudo-queries asked, the fixture's chunks hold 20
     # usable sentences and headings; 10% of the questions held back as dev
     q = card["questions"]
@@ -390,16 +390,17 @@ def test_a_tuned_embedding_builds_its_own_index_and_a_retrained_one_another(worl
 
 def test_a_head_started_from_a_probe_is_recorded_and_a_fresh_one_is_as_before(world, cli):
     project, cache = world
-    code, out, err = _tune(cli, "reranker", "--index", "small-retrieval", "--pseudo", "12", "--head-init", "probe",
-                           "--out", "probed")
-    assert code == 0, err
-    card = json.loads((cache / "tuned" / "probed" / CARD).read_text())
+    card = json.loads((cache / "tuned" / "fixture-reranker" / CARD).read_text())  # the default: a probe
     assert card["hyperparameters"]["head_init"] == "probe"
     probe = card["head_probe"]
     assert probe["pairs"] == card["rows"] and 0 < probe["logit_std"] <= 1.0 and 0 < probe["train_mrr"] <= 1
-    assert "started from a linear probe of" in (cache / "tuned" / "probed" / "README.md").read_text()
-    fresh = json.loads((cache / "tuned" / "fixture-reranker" / CARD).read_text())
+    assert "started from a linear probe of" in (cache / "tuned" / "fixture-reranker" / "README.md").read_text()
+    code, out, err = _tune(cli, "reranker", "--index", "small-retrieval", "--pseudo", "12", "--head-init", "fresh",
+                           "--out", "fresh")
+    assert code == 0, err
+    fresh = json.loads((cache / "tuned" / "fresh" / CARD).read_text())
     assert "head_init" not in fresh["hyperparameters"] and "head_probe" not in fresh
+    assert "started from a linear probe" not in (cache / "tuned" / "fresh" / "README.md").read_text()
     code, out, err = _tune(cli, "reranker", "--index", "small-retrieval", "--pseudo", "12", "--head-init", "probe",
                            "--loss", "listnet", "--out", "probed-listnet")
     assert code == 2 and "--head-init probe" in err and "bce" in err
