@@ -1,4 +1,4 @@
-"""A cross-encoder's new head started from a linear probe (``lab tune reranker --head-init probe``).
+"""A cross-encoder's new head started from a linear probe (the default of ``lab tune reranker``).
 
 The cross-encoder is the packaged all-MiniLM-L6-v2 encoder with a new pooler (a dense layer and
 tanh over the [CLS] state, whose packaged weights are near zero) and a one-logit classifier. So
