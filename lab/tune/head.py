@@ -29,6 +29,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from lab.paths import write_atomic
+
 log = logging.getLogger(__name__)
 
 #: The probe's report, kept in the run's work folder beside its checkpoints for a resumed run's card.
@@ -132,8 +134,6 @@ def started_head(model: Any, columns: dict[str, list], max_length: int, pos_weig
     if resumed:
         return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
     probe = probe_head(model, columns, max_length, pos_weight)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(probe) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_atomic(path, json.dumps(probe) + "\n")
     log.info("the head starts from a probe of %d pairs (its MRR on them %.3f)", probe["pairs"], probe["train_mrr"])
     return probe

@@ -47,7 +47,7 @@ class TuneOptions:
     early_stop: float | None = None  # share of the steps after which the dev split is checked (lab.tune.early)
     keep_unseen: bool = False  # reranker: keep questions whose sentence lies past max_length (as before the option)
     curve: int = 0  # the dev split scored at this many evenly spaced steps, the end included (the card's dev.curve)
-    head_init: str | None = None  # reranker: fresh, or from a linear probe (lab.tune.head); None: head_init()
+    head_init: str | None = None  # reranker: fresh, or from a linear probe (lab.tune.head); None: resolved_head()
     device: str | None = None  # auto (None): CUDA, then MPS, then the CPU (lab.models.device); cpu forces it
     force: bool = False
     save_every: int | None = None  # steps between checkpoints (default: a tenth of the run)
@@ -75,7 +75,7 @@ class TuneOptions:
 
     def resolved_head(self, loss: str) -> str:
         """How a new head starts: as asked, else from a probe for a reranker trained with bce (the
-        default since it learned on all four knowledge bases measured: docs/tuning.md), else fresh."""
+        default since it ended above a fresh head on the dev splits measured: docs/tuning.md), else fresh."""
         if self.head_init:
             return self.head_init
         return "probe" if self.target == "reranker" and loss == "bce" else "fresh"
