@@ -372,6 +372,7 @@ def _checked_by(f: dict, rows: Sequence[EvalRow], reviewed: dict | None) -> dict
                    "kept": sum(r.review.verdict == "keep" for r in read),
                    "fixed": sum(r.review.verdict == "fix" for r in read),
                    "dropped": (reviewed or {}).get("dropped"), "by": sorted({r.review.by for r in read}),
+                   "reading": (reviewed or {}).get("reading"),
                    "doubted_unread": sum(1 for r in rows if r.id in doubted and not r.review)},
         "unseen": "a reference answer that is wrong, or a question its span does not answer, passes every rule; "
                   "a small model's verdict does not tell them apart (docs/own-documents.md): read the rows the "

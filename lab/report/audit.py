@@ -10,6 +10,7 @@ from __future__ import annotations
 import posixpath
 from collections import Counter
 
+from lab.progress import duration
 from lab.report.html import COLOURS, PAGE_ROWS, environment
 
 #: Example rows per finding in the terminal; the rest are on the page.
@@ -152,8 +153,17 @@ def _person(p: dict) -> str:
         return f"read by a person: 0 of {p['n_rows']} rows" + (f" ({p['dropped']} dropped)" if p.get("dropped") else "")
     dropped = f"; {p['dropped']} dropped, not in this set" if p.get("dropped") else ""
     return (f"read by a person: {p['n_read']} of {p['n_rows']} rows ({p['kept']} kept, {p['fixed']} fixed{dropped}) "
-            f"by {', '.join(p['by'])}; unread: {p['n_rows'] - p['n_read']}, {p['doubted_unread']} of them doubted "
-            "by the rules")
+            f"by {', '.join(p['by'])}{_reading(p.get('reading'))}; unread: {p['n_rows'] - p['n_read']}, "
+            f"{p['doubted_unread']} of them doubted by the rules")
+
+
+def _reading(r: dict | None) -> str:
+    """How long the reading took, as the queue's page timed it (a copy from before, or verdicts
+    given by a script: nothing said)."""
+    if not r or not r.get("n_timed"):
+        return ""
+    return (f", in {duration(r['seconds'])} of reading (median {duration(r['median_seconds'])} a row, "
+            f"{r['n_timed']} verdicts timed)")
 
 
 def folder_chart(folders: list[dict]) -> dict:

@@ -14,7 +14,9 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from lab.errors import LabError
 from lab.judge.labels import check_annotator
-from lab.serve.reviews import ReviewSet, ReviewStore, copy_paths, current, queue, review_row, reviewed_rows
+from lab.progress import duration
+from lab.serve.reviews import (ReviewSet, ReviewStore, copy_paths, current, queue, reading, review_row,
+                               reviewed_rows)
 
 
 class ReviewPages:
@@ -31,8 +33,11 @@ class ReviewPages:
     def sets_page(self, request: Request) -> Response:
         sets = []
         for s in self.sets.values():
-            _, counts = reviewed_rows(s, current(s, self.store.verdicts(str(s.path))))
-            sets.append({"key": s.key, "path": str(s.path), "n": len(s.rows), "counts": counts,
+            verdicts = current(s, self.store.verdicts(str(s.path)))
+            _, counts = reviewed_rows(s, verdicts)
+            r = reading(verdicts)
+            took = f"{duration(r['seconds'])} (median {duration(r['median_seconds'])} a row)" if r["n_timed"] else ""
+            sets.append({"key": s.key, "path": str(s.path), "n": len(s.rows), "counts": counts, "reading": took,
                          "doubted": sum(1 for r in s.rows if s.notes.get(r["id"])), "copy": str(copy_paths(s.path)[0])})
         html = self.env.get_template("serve_review_sets.html").render(sets=sets, db=str(self.store.path))
         return HTMLResponse(html)

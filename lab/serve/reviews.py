@@ -3,12 +3,13 @@ document, and keeps it, fixes it (the question, the reference answer, the span m
 text) or drops it.
 
 Verdicts are kept in the reports folder's labels database (``labels.sqlite``, table ``reviews``),
-one per (eval set, row id): the verdict, who gave it and when, the fixed fields, a note and the
-row as it was read (its hash: a row changed since, by a resumed or forced ``lab generate``, is
-unreviewed again). Every verdict rewrites the set's **reviewed copy** beside it, never the set
+one per (eval set, row id): the verdict, who gave it and when, the fixed fields, a note, the
+seconds the row was on screen before its verdict (the page counts them, paused while the tab is
+hidden; a verdict given again adds its time) and the row as it was read (its hash: a row changed
+since, by a resumed or forced ``lab generate``, is unreviewed again). Every verdict rewrites the set's **reviewed copy** beside it, never the set
 itself: ``<set>.reviewed.jsonl`` holds every row but the dropped ones, a reviewed row with its
 ``review`` (verdict, by, at, note) and its fixes, an unreviewed row as it is; its sidecar
-``<set>.reviewed.json`` counts them. ``lab audit`` and ``lab run`` read the copy like any eval
+``<set>.reviewed.json`` counts them and the reading time (``reading``). ``lab audit`` and ``lab run`` read the copy like any eval
 set, and the audit says how many of its rows a person read.
 
 The queue's order: the rows the generator's rules doubt first, then the others in file order.
@@ -18,8 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sqlite3
+import statistics
 import tempfile
 import time
 import unicodedata
@@ -47,14 +50,19 @@ CREATE TABLE IF NOT EXISTS reviews (
     note TEXT NOT NULL DEFAULT '',
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
+    seconds REAL,
     PRIMARY KEY (eval_set, row_id)
 );
 """
+# a verdict given again adds its reading time to the row's (the time a row took is every look at it)
 _UPSERT = (
-    "INSERT INTO reviews (eval_set, row_id, row_sha, reviewer, verdict, fixed, note, created_at, updated_at) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (eval_set, row_id) DO UPDATE SET row_sha = excluded.row_sha, "
+    "INSERT INTO reviews (eval_set, row_id, row_sha, reviewer, verdict, fixed, note, created_at, updated_at, seconds) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (eval_set, row_id) DO UPDATE SET row_sha = excluded.row_sha, "
     "reviewer = excluded.reviewer, verdict = excluded.verdict, fixed = excluded.fixed, note = excluded.note, "
-    "updated_at = excluded.updated_at")
+    "updated_at = excluded.updated_at, seconds = CASE WHEN excluded.seconds IS NULL THEN reviews.seconds "
+    "ELSE COALESCE(reviews.seconds, 0) + excluded.seconds END")
+#: The longest reading time one verdict may report (a page left open overnight is not reading).
+MAX_SECONDS = 3600.0
 
 
 def _now() -> str:
@@ -102,13 +110,20 @@ class ReviewStore:
         con.row_factory = sqlite3.Row
         con.execute("PRAGMA journal_mode=WAL")
         con.executescript(_SCHEMA)
+        if "seconds" not in {c["name"] for c in con.execute("PRAGMA table_info(reviews)")}:  # a database from before
+            try:
+                con.execute("ALTER TABLE reviews ADD COLUMN seconds REAL")
+            except sqlite3.OperationalError as exc:  # another connection added it first
+                if "duplicate column" not in str(exc):
+                    raise
         return con
 
-    def put(self, eval_set: str, row_id: str, sha: str, reviewer: str, verdict: str, fixed: dict, note: str) -> dict:
+    def put(self, eval_set: str, row_id: str, sha: str, reviewer: str, verdict: str, fixed: dict, note: str,
+            seconds: float | None = None) -> dict:
         now = _now()
         with closing(self._connect()) as con, con:
             con.execute(_UPSERT, (eval_set, row_id, sha, reviewer, verdict, json.dumps(fixed, ensure_ascii=False),
-                                  note, now, now))
+                                  note, now, now, seconds))
         return {"id": row_id, "reviewer": reviewer, "verdict": verdict, "at": now}
 
     def verdicts(self, eval_set: str) -> dict[str, dict]:
@@ -183,6 +198,26 @@ def check_fix(row: dict, doc: dict, documents: dict[str, str]) -> dict:
     return fixed
 
 
+def check_seconds(value: object) -> float | None:
+    """The reading time a verdict reports (seconds the row was on screen before it, as the page
+    counts them): a number from 0 to :data:`MAX_SECONDS`, or None when the client sent none (a
+    verdict given through the API by a script is not a reading)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise DataError(f"seconds: {value!r} is not a reading time", hint="seconds the row was shown, a number >= 0; "
+                                                                          "or leave it out")
+    return round(min(float(value), MAX_SECONDS), 1)
+
+
+def reading(verdicts: dict[str, dict]) -> dict:
+    """How long the verdicts that still apply took to read: the rows timed, their seconds in all
+    and the median a row (verdicts given without a time, by a script, are not counted)."""
+    times = sorted(v["seconds"] for v in verdicts.values() if v.get("seconds") is not None)
+    return {"n_timed": len(times), "seconds": round(sum(times), 1),
+            "median_seconds": round(statistics.median(times), 1) if times else None}
+
+
 def review_row(store: ReviewStore, review_set: ReviewSet, doc: dict) -> dict:
     """One verdict from the page's JSON ({id, reviewer, verdict, note, and for ``fix``: question,
     reference_answer, span}), stored, and the reviewed copy written anew."""
@@ -200,7 +235,8 @@ def review_row(store: ReviewStore, review_set: ReviewSet, doc: dict) -> dict:
     if verdict == "fix" and not fixed:
         raise DataError("fix: nothing changed", hint="edit the question or the reference answer, or select a new "
                                                      "span; or keep the row")
-    saved = store.put(str(review_set.path), row["id"], row_sha(row), reviewer, verdict, fixed, note[:NOTE_CHARS])
+    saved = store.put(str(review_set.path), row["id"], row_sha(row), reviewer, verdict, fixed, note[:NOTE_CHARS],
+                      check_seconds(doc.get("seconds")))
     write_copy(review_set, current(review_set, store.verdicts(str(review_set.path))))
     return saved
 
@@ -245,7 +281,8 @@ def write_copy(review_set: ReviewSet, verdicts: dict[str, dict]) -> dict:
             "source_sha256": hashlib.sha256(review_set.path.read_bytes()).hexdigest(),
             "n_source_rows": len(review_set.rows), "n_rows": len(rows),
             "n_reviewed": counts["kept"] + counts["fixed"] + counts["dropped"], **counts,
-            "reviewers": sorted({v["reviewer"] for v in verdicts.values()}), "updated_at": _now()}
+            "reviewers": sorted({v["reviewer"] for v in verdicts.values()}), "reading": reading(verdicts),
+            "updated_at": _now()}
     _write(sidecar, json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
     return meta
 

@@ -1,12 +1,13 @@
 """The review queue in a real browser against a real ``lab serve --review`` process: a reviewer
 keeps a row, moves a span by selecting text in the document (the reference taken from the span
-follows it), drops a row, and the reviewed copy on disk says so; HTML in a question stays text."""
+follows it), drops a row, and the reviewed copy on disk says so; HTML in a question stays text; the
+seconds each row was on screen come with its verdict, the time the tab was hidden left out."""
 
 import json
 
 import pytest
 
-from lab.serve.reviews import copy_paths
+from lab.serve.reviews import ReviewStore, copy_paths
 from test_review_queue import POLICY, review  # noqa: F401  (the fixture: a set, its documents, its sidecar)
 from test_serve_browser import Server, free_port, watched
 
@@ -36,6 +37,7 @@ def test_a_reviewer_keeps_moves_a_span_and_drops_in_the_browser(chromium, review
     try:
         page = chromium.new_page(viewport={"width": 1300, "height": 1000})
         seen = watched(page)
+        page.clock.install()  # the page's clock, moved on by the test: reading times exact to the test's steps
         page.goto(server.url + "/review/gen")
         page.fill("#reviewer-name", "ana")
         page.click("#who button")
@@ -43,6 +45,7 @@ def test_a_reviewer_keeps_moves_a_span_and_drops_in_the_browser(chromium, review
         assert page.locator("#item").get_attribute("data-id") == "g0002"
         assert page.locator("#question").input_value() == "When was the snapshot <b>created</b>?"
         assert "transcript" in page.locator("#notes").inner_text()
+        page.clock.fast_forward(40_000)  # read for 40 s
         page.click(".choices button[data-verdict='drop']")
         with page.expect_navigation():
             page.click("#save")
@@ -54,6 +57,12 @@ def test_a_reviewer_keeps_moves_a_span_and_drops_in_the_browser(chromium, review
         with page.expect_navigation():
             page.click("#save")
         assert page.locator("#item").get_attribute("data-id") == "g0001"
+        hide = "h => { Object.defineProperty(document, 'hidden', {value: h, configurable: true}); " \
+               "document.dispatchEvent(new Event('visibilitychange')); }"
+        page.evaluate(hide, True)
+        page.clock.fast_forward(600_000)  # ten minutes in another tab: not reading
+        page.evaluate(hide, False)
+        page.clock.fast_forward(5_000)
         page.click(".choices button[data-verdict='keep']")
         with page.expect_navigation():
             page.click("#save")
@@ -68,3 +77,5 @@ def test_a_reviewer_keeps_moves_a_span_and_drops_in_the_browser(chromium, review
     assert rows[1]["references"][0] == {"source": "backup.md", "content": part, "start_index": start,
                                         "end_index": start + len(part)}
     assert rows[1]["reference_answer"] == part and rows[1]["review"]["by"] == "ana"
+    took = {k: v["seconds"] for k, v in ReviewStore(review["reports"]).verdicts(str(review["path"].resolve())).items()}
+    assert 40 <= took["g0002"] < 70 and took["g0003"] < 30 and 5 <= took["g0001"] < 35  # real time runs on beside

@@ -135,11 +135,42 @@ def test_a_span_selected_where_the_page_showed_other_offsets_is_found_by_its_tex
     ({"id": "g0001", "verdict": "maybe"}, 400, "not a verdict"),
     ({"id": "g0001", "verdict": "keep", "reviewer": "<script>"}, 400, "not a name"),
     ({"id": "nope", "verdict": "keep"}, 404, "no row"),
+    ({"id": "g0001", "verdict": "keep", "seconds": -1}, 400, "not a reading time"),
+    ({"id": "g0001", "verdict": "keep", "seconds": "12"}, 400, "not a reading time"),
+    ({"id": "g0001", "verdict": "keep", "seconds": True}, 400, "not a reading time"),
 ])
 def test_a_bad_verdict_is_refused_with_its_reason_and_writes_nothing(review, doc, status, said):
     got = post(review["client"], **doc)
     assert got.status_code == status and said in got.json()["error"]
     assert not copy_paths(review["path"])[0].exists()
+
+
+def test_the_reading_time_is_kept_summed_over_looks_and_counted_in_the_copy(review):
+    c = review["client"]
+    assert post(c, id="g0001", verdict="keep", seconds=12.44).status_code == 200
+    assert post(c, id="g0001", verdict="drop", seconds=7.0).status_code == 200  # looked at again: 19.4 s in all
+    assert post(c, id="g0002", verdict="drop", seconds=5000).status_code == 200  # a page left open: one hour
+    assert post(c, id="g0003", verdict="keep").status_code == 200  # no time (a script): not counted
+    stored = ReviewStore(review["reports"]).verdicts(str(review["path"].resolve()))
+    assert (stored["g0001"]["seconds"], stored["g0002"]["seconds"], stored["g0003"]["seconds"]) == (19.4, 3600.0, None)
+    meta = json.loads(copy_paths(review["path"])[1].read_text())
+    assert meta["reading"] == {"n_timed": 2, "seconds": 3619.4, "median_seconds": 1809.7}  # (19.4 + 3600) / 2
+    assert "1 h 00 min (median 30 min 10 s a row)" in c.get("/review").text
+
+
+def test_a_labels_database_from_before_the_reading_time_gains_its_column(review):
+    import sqlite3
+
+    db = review["reports"] / "labels.sqlite"
+    with sqlite3.connect(db) as con:  # the table as it was, one verdict in it
+        con.execute("CREATE TABLE reviews (eval_set TEXT NOT NULL, row_id TEXT NOT NULL, row_sha TEXT NOT NULL, "
+                    "reviewer TEXT NOT NULL, verdict TEXT NOT NULL, fixed TEXT NOT NULL DEFAULT '{}', note TEXT NOT NULL "
+                    "DEFAULT '', created_at TEXT NOT NULL, updated_at TEXT NOT NULL, PRIMARY KEY (eval_set, row_id))")
+        con.execute("INSERT INTO reviews VALUES (?, 'g0004', 'x', 'ben', 'keep', '{}', '', 't', 't')",
+                    (str(review["path"].resolve()),))
+    assert post(review["client"], id="g0001", verdict="keep", seconds=3).status_code == 200
+    stored = ReviewStore(review["reports"]).verdicts(str(review["path"].resolve()))
+    assert (stored["g0004"]["reviewer"], stored["g0004"]["seconds"], stored["g0001"]["seconds"]) == ("ben", None, 3.0)
 
 
 def test_a_row_changed_since_its_review_is_unreviewed_again(review):
@@ -154,15 +185,16 @@ def test_a_row_changed_since_its_review_is_unreviewed_again(review):
 
 def test_the_audit_of_the_copy_says_what_a_person_read(review, tmp_path):
     c = review["client"]
-    post(c, id="g0001", verdict="keep")
-    post(c, id="g0002", verdict="drop")
+    post(c, id="g0001", verdict="keep", seconds=20)
+    post(c, id="g0002", verdict="drop", seconds=75)
     copy = copy_paths(review["path"])[0]
     env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "LAB_CACHE": str(tmp_path / "cache")}
     out = subprocess.run([sys.executable, "-m", "lab", "audit", str(copy), "--kb", str(review["kb"]),
                           "--html", str(tmp_path / "a.html")], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr
-    assert "read by a person: 1 of 3 rows (1 kept, 0 fixed; 1 dropped, not in this set) by ana; unread: 2, " \
-           "1 of them doubted by the rules" in out.stdout  # g0003: "how long" without a number
+    assert "read by a person: 1 of 3 rows (1 kept, 0 fixed; 1 dropped, not in this set) by ana, in 1 min 35 s of " \
+           "reading (median 48 s a row, 2 verdicts timed); unread: 2, 1 of them doubted by the rules" in out.stdout
+    # g0003: "how long" without a number; the median of 20 and 75 s is 47.5 s, shown rounded
     # the set itself: the copy beside it is named, not used
     out = subprocess.run([sys.executable, "-m", "lab", "audit", str(review["path"]), "--kb", str(review["kb"]),
                           "--html", str(tmp_path / "b.html")], capture_output=True, text=True, env=env, timeout=300)

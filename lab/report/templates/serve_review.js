@@ -3,6 +3,13 @@
   var data = JSON.parse(document.getElementById("page-data").textContent);
   var key = data.key, id = data.id, reviewer = data.reviewer;
   var chosen = null, span = null;
+  // the reading time sent with the verdict: seconds this row was on screen, paused while the tab is hidden
+  var shown = 0, since = document.hidden ? null : Date.now();
+  function seconds() { return Math.round((shown + (since === null ? 0 : Date.now() - since)) / 100) / 10; }
+  document.addEventListener("visibilitychange", function () {
+    if (document.hidden && since !== null) { shown += Date.now() - since; since = null; }
+    else if (!document.hidden && since === null) { since = Date.now(); }
+  });
   var buttons = document.querySelectorAll(".choices button"), save = document.getElementById("save");
   var question = document.getElementById("question"), reference = document.getElementById("reference");
   var startQ = question.value, startR = reference.value, doc = document.getElementById("doc");
@@ -37,7 +44,8 @@
   paint();
   save.addEventListener("click", function () {
     save.disabled = true;
-    var body = {set: key, id: id, reviewer: reviewer, verdict: chosen, note: document.getElementById("note").value};
+    var body = {set: key, id: id, reviewer: reviewer, verdict: chosen, note: document.getElementById("note").value,
+      seconds: seconds()};
     if (chosen === "fix") { body.question = question.value; body.reference_answer = reference.value; if (span) { body.span = span; } }
     fetch("/api/review", {method: "POST", credentials: "same-origin", headers: {"Content-Type": "application/json"},
       body: JSON.stringify(body)})
