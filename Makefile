@@ -154,6 +154,7 @@ TEST_JOBS ?= 2
 XDIST = $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile)
 
 test: $(STAMP) browser ## run every test, slow end-to-end and browser ones included [TEST_JOBS=2]
+	@$(PY) scripts/machine_speed.py || true
 	$(PY) -m pytest -q $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 test-fast: $(STAMP) ## the fast tests only
