@@ -5,12 +5,14 @@ text) or drops it.
 Verdicts are kept in the reports folder's labels database (``labels.sqlite``, table ``reviews``),
 one per (eval set, row id): the verdict, who gave it and when, the fixed fields, a note, the
 seconds the row was on screen before its verdict (the page counts them, paused while the tab is
-hidden; a verdict given again adds its time) and the row as it was read (its hash: a row changed
-since, by a resumed or forced ``lab generate``, is unreviewed again). Every verdict rewrites the set's **reviewed copy** beside it, never the set
+hidden; a verdict given again on the same row adds its time) and the row as it was read (its
+hash: a row changed since, by a resumed or forced ``lab generate``, is unreviewed again, and its
+time starts anew). Every verdict rewrites the set's **reviewed copy** beside it, never the set
 itself: ``<set>.reviewed.jsonl`` holds every row but the dropped ones, a reviewed row with its
 ``review`` (verdict, by, at, note) and its fixes, an unreviewed row as it is; its sidecar
-``<set>.reviewed.json`` counts them and the reading time (``reading``). ``lab audit`` and ``lab run`` read the copy like any eval
-set, and the audit says how many of its rows a person read.
+``<set>.reviewed.json`` counts them and the reading time (``reading``). ``lab audit`` and ``lab
+run`` read the copy like any eval set, and the audit says how many of its rows a person read and
+how long that took.
 
 The queue's order: the rows the generator's rules doubt first, then the others in file order.
 """
@@ -54,13 +56,14 @@ CREATE TABLE IF NOT EXISTS reviews (
     PRIMARY KEY (eval_set, row_id)
 );
 """
-# a verdict given again adds its reading time to the row's (the time a row took is every look at it)
+# A verdict given again on the same row adds its reading time to the row's (the time a row took is
+# every look at it); on a row changed since (another hash) the time starts anew.
 _UPSERT = (
     "INSERT INTO reviews (eval_set, row_id, row_sha, reviewer, verdict, fixed, note, created_at, updated_at, seconds) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (eval_set, row_id) DO UPDATE SET row_sha = excluded.row_sha, "
     "reviewer = excluded.reviewer, verdict = excluded.verdict, fixed = excluded.fixed, note = excluded.note, "
-    "updated_at = excluded.updated_at, seconds = CASE WHEN excluded.seconds IS NULL THEN reviews.seconds "
-    "ELSE COALESCE(reviews.seconds, 0) + excluded.seconds END")
+    "updated_at = excluded.updated_at, seconds = CASE WHEN reviews.row_sha != excluded.row_sha THEN excluded.seconds "
+    "WHEN excluded.seconds IS NULL THEN reviews.seconds ELSE COALESCE(reviews.seconds, 0) + excluded.seconds END")
 #: The longest reading time one verdict may report (a page left open overnight is not reading).
 MAX_SECONDS = 3600.0
 

@@ -174,13 +174,17 @@ def test_a_labels_database_from_before_the_reading_time_gains_its_column(review)
 
 
 def test_a_row_changed_since_its_review_is_unreviewed_again(review):
-    assert post(review["client"], id="g0001", verdict="keep").status_code == 200
+    assert post(review["client"], id="g0001", verdict="keep", seconds=30).status_code == 200
     rows = review["rows"]
     rows[0] = {**rows[0], "question": "What does the backup command keep?"}  # the set regenerated
     review["path"].write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     rs = _review_set(review["path"], review["kb"], 0)
     client = TestClient(create_app(review["reports"], review_sets=(rs,)), base_url=LOCAL)
     assert "0 kept · 0 fixed · 0 dropped · 4 unreviewed" in client.get("/review/gen?reviewer=ana").text
+    # read again as it is now: its time starts anew (the 30 s were spent on the row as it was)
+    assert post(client, id="g0001", verdict="keep", seconds=4).status_code == 200
+    stored = ReviewStore(review["reports"]).verdicts(str(review["path"].resolve()))
+    assert stored["g0001"]["seconds"] == 4.0
 
 
 def test_the_audit_of_the_copy_says_what_a_person_read(review, tmp_path):
