@@ -5,7 +5,7 @@ reads the models and libraries (torch, llama.cpp's 1.1 GB model) from disk again
 the same tests took 2.6 times as long there (docs/index.md).
 
     python scripts/machine_speed.py
-    machine: 10 M Python additions in 1.04 s, load average 1.26 on 2 cores; file pages idle for 60 s
+    machine: 10 M Python additions in 0.79 s, load average 2.36 on 2 cores; file pages idle for 60 s
     are paged out (DAMON pageout, up to 128 MiB/s)
 """
 
