@@ -32,6 +32,13 @@ def test_a_pageout_scheme_is_said_with_its_idle_age_and_rate(tmp_path, monkeypat
     _tree(tmp_path, "on", "pageout")
     monkeypatch.setattr(m, "DAMON", tmp_path)
     assert m.pageout() == "; file pages idle for 60 s are paged out (DAMON pageout, up to 128 MiB/s)"
+    flt = tmp_path / "0/contexts/0/schemes/0/ops_filters"
+    for i, (kind, allow) in enumerate((("anon", "N"), ("unmapped", "Y"))):
+        for name, text in (("type", kind), ("allow", allow), ("matching", "Y")):
+            (flt / str(i)).mkdir(parents=True, exist_ok=True)
+            (flt / str(i) / name).write_text(text + "\n")
+    assert m.pageout() == ("; file pages no process maps idle for 60 s are paged out"
+                           " (DAMON pageout, up to 128 MiB/s)")
     m.main()
     line = capsys.readouterr().out
     assert line.startswith("machine: 10 M Python additions in ") and line.rstrip().endswith("up to 128 MiB/s)")
