@@ -153,14 +153,9 @@ report: $(STAMP) ## re-render the latest report of NAME from its files
 TEST_JOBS ?= 2
 XDIST = $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadfile)
 
-# On a machine whose kernel pages out file pages no process maps once idle a minute (DAMON
-# pageout), the suite runs beside scripts/keep_warm.py, which holds the compiled modules, libraries,
-# Debian's chromium and the tests' model mapped (docs/index.md); elsewhere the suite runs as it is.
-KEEP_WARM = $(PY) scripts/keep_warm.py --keep /usr/lib/chromium --keep "$${TMPDIR:-/tmp}/pytest-of-$$(id -un)/gguf" --
-
 test: $(STAMP) browser ## run every test, slow end-to-end and browser ones included [TEST_JOBS=2]
 	@$(PY) scripts/machine_speed.py || true
-	$(KEEP_WARM) $(PY) -m pytest -q $(XDIST) --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) --durations=25 $(PYTEST_ARGS)
 
 test-fast: $(STAMP) ## the fast tests only
 	$(PY) -m pytest -q $(XDIST) -m "not slow" $(PYTEST_ARGS)

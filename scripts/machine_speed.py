@@ -1,13 +1,13 @@
 """A line before the suite: how fast this machine runs plain Python now, and whether it pages out
 files nobody touched for a while (the kernel's DAMON ``pageout`` scheme), so that the suite's time
-can be read against the machine's. On a machine that pages out idle files, every test process
-read the compiled modules and llama.cpp's 1.1 GB model from disk again after a pause: the same
-tests took 2.6 times as long there (docs/index.md), and ``make test`` runs them beside
-scripts/keep_warm.py.
+can be read against the machine's. Most of the suite's time is llama.cpp's, which reads its 1.1 GB
+model from memory for every token, so the line gives memory's copy speed too: on a day the same
+suite took 2.7 times as long, memory copied 1.3 GB/s and llama.cpp ran 2.7 times slower
+(docs/index.md); idle file pages paged out by the kernel were not the cause.
 
     python scripts/machine_speed.py
-    machine: 10 M Python additions in 0.79 s, load average 0.60 on 2 cores; file pages no process
-    maps idle for 60 s are paged out (DAMON pageout, up to 128 MiB/s)
+    machine: 10 M Python additions in 1.08 s, memory copies 1.4 GB/s, load average 1.77 on 2 cores;
+    file pages no process maps idle for 60 s are paged out (DAMON pageout, up to 128 MiB/s)
 """
 
 import os
@@ -52,13 +52,28 @@ def pageout() -> str:
     return ""
 
 
+def copy_speed() -> str:
+    """Memory's copy speed, from copying 256 MiB three times with numpy (", memory copies X GB/s";
+    "" without numpy)."""
+    try:
+        import numpy as np
+    except ImportError:
+        return ""
+    a = np.ones(1 << 28, dtype=np.uint8)
+    began = time.perf_counter()
+    for _ in range(3):
+        a.copy()
+    return f", memory copies {3 * a.nbytes / (time.perf_counter() - began) / 1e9:.1f} GB/s"
+
+
 def main() -> None:
     began, total = time.perf_counter(), 0
     for i in range(10_000_000):
         total += i
     seconds = time.perf_counter() - began
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"machine: 10 M Python additions in {seconds:.2f} s, load average {load:.2f} on {os.cpu_count()} cores"
+    print(f"machine: 10 M Python additions in {seconds:.2f} s{copy_speed()}, load average {load:.2f} on"
+          f" {os.cpu_count()} cores"
           f"{pageout()}", flush=True)
 
 

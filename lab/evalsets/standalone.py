@@ -85,6 +85,9 @@ def _verbless(read: str) -> bool:
     return True
 
 
+_FAQ = re.compile(r"^(?:Q|A)\s*:\s+")  # a FAQ's question or answer label
+
+
 def plain(sentence: str) -> str:
     """A sentence without its markup, as a reader sees it: whitespace runs as one space, code and
     emphasis markup and link targets taken off (reStructuredText and Markdown alike)."""
@@ -110,9 +113,10 @@ def why_not(sentence: str) -> str | None:
         return "long"
     if not read.endswith("."):
         return "not a statement"  # a question, an introduction ("... as follows:"), a fragment
-    if _POINTING.match(read.lstrip("*_`\"'(")) or _ELSEWHERE.search(read):
+    opening = _FAQ.sub("", read).lstrip("*_`\"'(")  # a FAQ's "A: This is how ..." opens with "This"
+    if _POINTING.match(opening) or _ELSEWHERE.search(read):
         return "points elsewhere"
-    if _WALKTHROUGH.search(read.lstrip("*_`\"'(")):
+    if _WALKTHROUGH.search(opening):
         return "a walkthrough's step"
     if _AUTHORS.search(read):
         return "the authors' story"

@@ -140,6 +140,9 @@ def test_a_sentence_that_does_not_stand_alone_is_no_candidate():
     assert why_not("Find the download link for your platform here.") == "points elsewhere"  # a link's text
     assert why_not("The size of each pack file is also configurable.") == "no fact"  # which size, it does not say
     assert why_not("The repository keeps every snapshot for 30 days.") is None
+    # a FAQ's answer label does not hide the opening ("A: This is how ..." points back, as "This is how" does)
+    assert why_not("A: This is how the -B and -A options in grep works, so that made it easier.") == "points elsewhere"
+    assert why_not("A: Pexpect does NOT interpret shell meta characters such as ``>`` or ``|``.") is None
 
 
 def test_hard_wrapped_lines_make_one_sentence():

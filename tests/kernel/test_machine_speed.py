@@ -3,6 +3,7 @@ from the kernel's sysfs tree (here a copy of one in a temporary folder) and says
 none runs."""
 
 import importlib.util
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +43,7 @@ def test_a_pageout_scheme_is_said_with_its_idle_age_and_rate(tmp_path, monkeypat
     m.main()
     line = capsys.readouterr().out
     assert line.startswith("machine: 10 M Python additions in ") and line.rstrip().endswith("up to 128 MiB/s)")
+    assert re.search(r" s, memory copies \d+\.\d GB/s, load average ", line)
 
 
 def test_nothing_is_said_without_a_running_pageout_scheme(tmp_path, monkeypatch):
