@@ -45,7 +45,7 @@ THROUGHPUT_FILE = "throughput.json"
 #: ``judge``: a graded text (three calls for the rubric methods); ``paraphrase``: a checked
 #: question (1.8 calls with its retries: 9 for 5 questions of turn13, 6.2 s each, measured here).
 PRIOR = {"generation": (17.3, 1.0), "judge": (4.0, 3.0), "query": (2.0, 1.0), "testset": (17.4, 3.0),
-         "questions": (2.4, 2.5), "paraphrase": (6.2, 1.8)}
+         "questions": (2.4, 2.5), "questions-checked": (2.6, 5.2), "paraphrase": (6.2, 1.8)}
 #: Fewer computed calls than this do not replace an earlier measurement.
 MIN_CALLS = 3
 

@@ -38,6 +38,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from lab.evalsets import answercheck
 from lab.evalsets.asks import _GENERIC, _TERM, answer_type, asks_elsewhere, restates
 from lab.evalsets.excerpts import NEAR_DUPLICATE, derive_keywords, names_a_file, quotes_own_answer, size_problem, vague
 from lab.evalsets.extract import Block, Candidate, blocks, candidates, census, prose_sentences
@@ -196,11 +197,14 @@ class Extracted:
 def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], np.ndarray], n: int, seed: int,
                max_candidates: int | None = None, show_progress: bool = False,
                on_row: Callable[[dict], None] | None = None, deadline: float | None = None,
-               round_trip_k: int = ROUND_TRIP_K, literal: dict[str, list] | None = None) -> Extracted:
+               round_trip_k: int = ROUND_TRIP_K, literal: dict[str, list] | None = None,
+               checker: LabLLM | None = None) -> Extracted:
     """Up to ``n`` rows (see the module's docstring). ``on_row`` is called with each row as it is
     accepted (``lab generate`` writes it at once); the loop stops at ``deadline`` (a
     ``time.monotonic()`` value) or on Ctrl-C, keeping what it accepted (``stats["stopped"]``).
-    ``literal``: the HTML pages' ``<pre>`` ranges (:attr:`lab.rag.loaders.Corpus.literal`)."""
+    ``literal``: the HTML pages' ``<pre>`` ranges (:attr:`lab.rag.loaders.Corpus.literal`).
+    ``checker``: ask it for each question's answer (:mod:`lab.evalsets.answercheck`) and reject
+    the question its reply fails (``answer_check``); None: no such call."""
     t0 = time.perf_counter()
     prompt = load_prompt(PROMPT)
     order = sorted(docs)
@@ -218,7 +222,8 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
     budget = max_candidates or CANDIDATES_PER_QUESTION * n
     rows: list[dict] = []
     vectors: list[np.ndarray] = []
-    rejected: dict[str, list[dict]] = {r: [] for r in REASONS}
+    rejected: dict[str, list[dict]] = {r: [] for r in REASONS + (("answer_check",) if checker else ())}
+    asked = load_prompt(answercheck.PROMPT) if checker else None
     tried = 0
     only = Counter()  # questions each ranker alone let through the round trip
     stopped = None
@@ -251,6 +256,9 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
                 sims = [float(qvec @ v) for v in vectors]
                 if max(sims) >= NEAR_DUPLICATE:
                     reason, detail = "near_duplicate", f"cosine {max(sims):.3f} to an accepted question"
+            if reason is None and checker is not None:
+                if (why := answercheck.check(checker, asked, question, sentence, seed)) is not None:
+                    reason, detail = "answer_check", why
             if reason is not None:
                 rejected[reason].append({"category": c.category, "sources": [c.source], "detail": detail,
                                          "question": question, "answer": sentence})
@@ -287,11 +295,11 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
         "by_document": {s: per_doc.get(s, 0) for s in order},
         "documents_without_questions": [s for s in order if not per_doc.get(s)],
         "sections_with_questions": len(sections),
-        "prompts": {PROMPT: prompt.sha256},
+        "prompts": {PROMPT: prompt.sha256, **({answercheck.PROMPT: asked.sha256} if asked else {})},
         "coverage_rule": "weighted fair queuing on documents' prose characters, sections in turn",
         "seconds": round(seconds, 1),
         "seconds_per_accepted": round(seconds / len(rows), 2) if rows else None,
-        "usage": {"generation": llm.usage.as_dict(), "check": None},
+        "usage": {"generation": llm.usage.as_dict(), "check": checker.usage.as_dict() if checker else None},
         "stopped": stopped,
         "complete": stopped is None,
     }

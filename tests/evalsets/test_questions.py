@@ -156,3 +156,61 @@ def test_the_cli_writes_as_it_goes_marks_an_unfinished_set_and_resumes_it(tmp_pa
         assert proc.returncode == 0 and len(out.read_text().splitlines()) == sidecar["n_accepted"]
         proc = lab(tmp_path, *args)
         assert proc.returncode == 2 and "already exists" in proc.stderr  # finished: only --force replaces it
+
+
+class Answers(Scripted):
+    """The answer check's replies in order (``{"answer": ...}``), each call's question kept."""
+
+    def __init__(self, outs):
+        super().__init__(outs)
+        self.asked = []
+
+    def chat(self, messages, schema, temperature, seed, max_tokens=None, head=None, stop=None):
+        self.n += 1
+        self.asked.append(messages[-1]["content"].split("QUESTION: ", 1)[1].split("\n", 1)[0])
+        return Completion(json.dumps({"answer": self.outs[self.n - 1]}), 80, 6, 0.1, "stop")
+
+
+def test_the_answer_check_reads_the_models_answer_by_rule():
+    from lab.evalsets.answercheck import read
+
+    sentence = "The daily backup starts at 02:00 and keeps 14 copies."
+    question = "How many copies does the daily backup keep?"
+    assert read(question, sentence, "14 copies") is None  # adds "14", all of it the sentence's
+    assert read(question, sentence, "NONE") == "the model finds no answer to it in its sentence"
+    assert read(question, sentence, "none of it") == "the model finds no answer to it in its sentence"
+    # 1 of the reply's 3 content words (14, weekly, archives) is the sentence's: 33% < 60%
+    assert read(question, sentence, "14 weekly archives") == "the model's answer is not the sentence's words (33% of them are)"
+    # everything the reply holds is in the question: circular
+    assert read(question, sentence, "the daily backup copies") == (
+        "the model's answer ('the daily backup copies') adds nothing to the question: circular")
+
+
+def test_the_answer_check_rejects_a_question_its_answer_fails_and_counts_its_calls():
+    llm = _llm(["How many copies does the daily backup keep?",
+                "Which folder does a Restic restore use?",  # asks_elsewhere: never checked
+                "What does the prune command do to backups older than 30 days?"])
+    answers = Answers(["14 copies", "NONE"])
+    checker = LabLLM(LLMPlan(LLMConfig(), "check", "m.gguf", "m:1"), None, answers)
+    out = extractive(DOCS, llm, embed, n=3, seed=0, round_trip_k=1, checker=checker)
+    s = out.stats
+    assert [r["question"] for r in out.rows] == ["How many copies does the daily backup keep?"]
+    assert {k: v["n"] for k, v in s["rejected"].items() if v["n"]} == {"asks_elsewhere": 1, "answer_check": 1}
+    assert s["rejected"]["answer_check"]["examples"][0]["detail"] == "the model finds no answer to it in its sentence"
+    assert answers.asked == ["How many copies does the daily backup keep?",
+                             "What does the prune command do to backups older than 30 days?"]
+    assert s["usage"]["check"]["calls"] == 2 and "answer-check-v1" in s["prompts"]
+    plain = extractive(DOCS, _llm(["How many copies does the daily backup keep?"]), embed, n=1, seed=0, round_trip_k=1)
+    assert "answer_check" not in plain.stats["rejected"] and list(plain.stats["prompts"]) == ["generate-q-v2"]
+
+
+def test_the_cli_counts_the_answer_checks_calls_and_refuses_it_in_the_abstractive_mode(tmp_path):
+    kb = ROOT / "tests" / "fixtures" / "kb"
+    args = ["generate", "--kb", str(kb), "--out", str(tmp_path / "kb.jsonl"), "--n", "10", "--answer-check",
+            "--experiments", str(ROOT / "experiments")]
+    plan = lab(tmp_path, *args, "--dry-run")
+    # the 2-core prior of the checked role: 5.2 calls an accepted question (writer and check), 2.6 s a call
+    assert plan.returncode == 0 and "questions-checked qwen2.5-coder-1.5b-instruct: ~52 calls, about 2 min 15 s" in plan.stdout
+    refused = lab(tmp_path, *args, "--mode", "abstractive")
+    assert refused.returncode == 2 and "--answer-check checks the extractive mode's questions" in refused.stderr
+    assert not (tmp_path / "kb.jsonl").exists()
