@@ -29,7 +29,11 @@ _STOP = frozenset(
 
 def words(text: str) -> set[str]:
     """The content words of a text as the check reads them: lower-case runs of letters, digits and
-    underscores, two characters or more, without a short stop list."""
+    underscores, two characters or more, without a short stop list. Not
+    :func:`lab.evidence.text.content_words`, whose tokens keep "python-list" and "2.5.0" whole: the
+    rule was measured with these; replayed with that one on the two held-out sets, it passes three
+    rows it failed (two bad) and fails one good row it passed: 17% bad among those passing, 21% on
+    factory_boy's, against 15% and 18%."""
     return {w for w in re.findall(r"[a-z0-9_]+", text.lower()) if w not in _STOP and len(w) > 1}
 
 
