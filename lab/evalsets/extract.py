@@ -13,11 +13,14 @@ text of an HTML page alike:
   <Snapshot of ...> at 2015-05-08 21:40:19"), whose timestamps and counts are the example's, not
   facts of the product;
 - ``table``: grid and simple tables (a simple table's rows up to its closing border), pipe
-  tables, and option lists (lines that start with a flag,
-  ``--target DIR  ...``);
+  tables, option lists (lines that start with a flag,
+  ``--target DIR  ...``) and a MyST definition list's descriptions (``: Goes a step further ...``,
+  whose subject is the term above);
 - ``heading``: a Markdown ``#`` line, a reStructuredText title with its under- (and over-)line;
 - ``comment``: a reStructuredText comment or target (``..`` not followed by a directive's ``::``),
-  an HTML comment (``<!-- ... -->``, as Markdown sources carry a generator's note);
+  an HTML comment (``<!-- ... -->``, as Markdown sources carry a generator's note), a MyST
+  directive's colon fence (``:::{note}``, ``:::``: its body is read as what it is), a footnote's
+  definition (``[^win]: ...``);
 - ``prose``: everything else, list items and admonitions (``.. note::``) included.
 
 Only prose is read for sentences (:func:`prose_sentences`): lines joined across hard wraps, cut
@@ -58,6 +61,12 @@ _OPTION = re.compile(r"^\s*(?:``)?(?:-\w|--[\w-]+)(?:[ =][^\s]+)?(?:,\s*--?[\w-]
 _PROMPT = re.compile(r"^\s*(?:\$|#|>|PS[^>\n]*>|>>>|[A-Za-z]:\\[^>\n]*>)\s+\S")
 _PRE_OPEN, _PRE_CLOSE = re.compile(r"<pre\b", re.I), re.compile(r"</pre>", re.I)
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)]|#\.)\s+")
+#: MyST Markdown: a directive's colon fence (":::{note}" opening, ":::" closing), a footnote's
+#: definition ("[^win]: Requires ..."), a definition list's description (": Goes a step further
+#: ...", its subject the term on the line above).
+_COLON_FENCE = re.compile(r"^\s*:{3,}")
+_FOOTNOTE = re.compile(r"^\s*\[\^[^\]]+\]:")
+_DEFINITION = re.compile(r"^\s*:\s+\S")
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]*_`]*\s+(?=[A-Z0-9`\"'(*\[_<-])")
 _ABBREV = re.compile(r"(?<![^\s(])(?:e\.g|i\.e|etc|vs|no|nr|approx|incl|dr|mr|mrs|ms|st|cf|resp|esp|fig|ver)\.$", re.I)
@@ -226,6 +235,17 @@ def blocks(text: str, source: str = "", literal: Sequence[Sequence[int]] = ()) -
             add(i, max(k, i + 1), "table")
             i = max(k, i + 1)
             continue
+        if not rst and _COLON_FENCE.match(line):  # the fence alone: its body is read as what it is
+            add(i, i + 1, "comment")
+            i += 1
+            continue
+        if not rst and (_FOOTNOTE.match(line) or _DEFINITION.match(line)):  # up to a blank or unindented line
+            k = i + 1
+            while k < len(lines) and lines[k][2].strip() and _indent(lines[k][2]) > _indent(line):
+                k += 1
+            add(i, k, "comment" if _FOOTNOTE.match(line) else "table")
+            i = k
+            continue
         if _PROMPT.match(line) and (not rst or not stripped.startswith("#")):
             k = i
             while k < len(lines) and lines[k][2].strip():
@@ -243,7 +263,8 @@ def blocks(text: str, source: str = "", literal: Sequence[Sequence[int]] = ()) -
         while k < len(lines):
             s = lines[k][2]
             if not s.strip() or _LIST_ITEM.match(s) or _FENCE.match(s) or _TABLE.match(s) or _UNDERLINE.match(s) \
-                    or (k + 1 < len(lines) and _UNDERLINE.match(lines[k + 1][2]) and s.strip()) or _PROMPT.match(s):
+                    or (k + 1 < len(lines) and _UNDERLINE.match(lines[k + 1][2]) and s.strip()) or _PROMPT.match(s) \
+                    or (not rst and (_COLON_FENCE.match(s) or _FOOTNOTE.match(s) or _DEFINITION.match(s))):
                 break
             k += 1
         add(i, k, "prose")

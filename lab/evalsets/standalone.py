@@ -3,8 +3,8 @@ candidates, :mod:`lab.evalsets.extract`): :func:`why_not` says why it cannot, :f
 the sentence as a reader sees it, markup taken off.
 
 Each rule was read against rows people graded (docs/generated-rows-read.md): a sentence that
-points to the text around it or elsewhere, a walkthrough's step, the authors' news, a caption, a
-mention of some things none named, or one that states no fact.
+points to the text around it or elsewhere, a walkthrough's step, the authors' news, what used to
+be ("Originally, ..."), a caption, a mention of some things none named, or one that states no fact.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ MIN_WORDS, MAX_WORDS = 6, 45
 #: Openings that point to what came before: a sentence so begun does not stand alone.
 _POINTING = re.compile(r"^(?:it|this|that|these|those|they|them|he|she|then|but|and|or|also|however|so|here|there|"
                        r"such|both|thus|hence|therefore|otherwise|instead|similarly|likewise|for example|for instance|"
-                       r"in this case|in that case|as (?:mentioned|described|shown|seen|noted)|see|note:?|an? (?:\w+ )?note|now|in addition|another|"
+                       r"in this case|in that case|as (?:mentioned|described|shown|seen|noted)|as you can see|see|note:?|an? (?:\w+ )?note|now|in addition|another|"
                        r"again|finally|first|second|next|last|lastly|alternatively|additionally|furthermore|moreover|the latter|"
                        r"the former|the same|the patterns?|the above|the others?|the rest|the remaining|the command|"
                        r"the output|because of (?:that|this)|on top of that|"
@@ -32,6 +32,8 @@ _ELSEWHERE = re.compile(r"\b(?:below|above|as follows|the following|this case|th
                         r"these commands|the previous|the next|the latter|the former|have a look at|"
                         r"read (?:its|the) documentation|(?:is|are) (?:documented|described|listed) (?:in|on|at)|"
                         r"for (?:more |further |full |the )?details|by reading|consult|why not|file an? (?:issue|bug)|"
+                        r"refer to|can be found (?:in|on|at|under)|find (?:the |more )?details|"
+                        r"(?:later|earlier) (?:chapter|section|page)s?|"
                         r"(?:do|does|enable|achieve|accomplish) this|either (?:method|way|option|approach))\b"
                         r"|\(see\b|\bhere\.$|\bthis[.)]*$|^check (?:out )?(?:this|the|our)\b|"
                         r"\b(?:is|are) in the\b[^.]{0,60}\bdocumentation\b"
@@ -48,10 +50,11 @@ _AUTHORS = re.compile(r"\b(?:we|we're|we'll|we've|our|ours)\b(?! (?:recommend|su
 #: A subject said to exist in a vague quantity, none named: "Some parentheses are optional in the
 #: Python grammar.", "Werkzeug provides a couple of functions to parse HTTP headers".
 _SOME = re.compile(r"^(?:some|many|several|a few|various|a couple of)\b|\ba couple of\b", re.I)
-#: A reStructuredText role and the text a reader sees of it (group 1): ":meth:`~flask.Flask.run`",
-#: ":ref:`the tutorial <tutorial>`"; ROLE_NAME, the role's name alone (":pep:" of ":pep:`3333`").
-ROLE = r":[\w:.-]+:`~?([^`<]+?)(?:\s*<[^>]+>)?`"
-ROLE_NAME = r":[\w:.-]+:(?=`)"
+#: A reStructuredText role, or a MyST Markdown one, and the text a reader sees of it (group 1):
+#: ":meth:`~flask.Flask.run`", ":ref:`the tutorial <tutorial>`", "{func}`structlog.configure`";
+#: ROLE_NAME, the role's name alone (":pep:" of ":pep:`3333`", "{mod}" of "{mod}`contextvars`").
+ROLE = r"(?::[\w:.-]+:|\{[\w:.-]+\})`~?([^`<]+?)(?:\s*<[^>]+>)?`"
+ROLE_NAME = r"(?::[\w:.-]+:|\{[\w:.-]+\})(?=`)"
 #: Words before named examples: "Several backends, for example Google Drive and Dropbox, ...".
 NAMING = re.compile(r"\b(?:for example|for instance|such as|e\.g\.|including|namely)\b|:\s", re.I)
 CODE_TERM = re.compile(r"``[^`]+``|`[^`]+`|(?<![\w-])--?[A-Za-z][\w-]*")
@@ -67,6 +70,9 @@ _RULE = re.compile(r"\b(?:must|never|always|only|default(?:s|ed)?|required?|requ
 #: A sentence that says something changed, not to what: "In Click 2.0 the signature
 #: for callbacks changed."
 _SAYS_CHANGED = re.compile(r"\b(?:has |have )?changed\.$", re.I)
+#: A sentence about what used to be ("Originally, structlog used a generic wrapper class by
+#: default."): asked as what is, its answer is wrong.
+_HISTORY = re.compile(r"^(?:originally|formerly|previously|historically|in the past|in earlier versions)\b", re.I)
 
 
 def _verbless(read: str) -> bool:
@@ -94,6 +100,7 @@ def plain(sentence: str) -> str:
     text = re.sub(ROLE, r"\1", sentence)  # :meth:`~flask.Flask.run`
     text = re.sub(r"`([^`<]+?)\s*<[^>]+>`_{1,2}", r"\1", text)  # `text <url>`__
     text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)  # [text](url)
+    text = re.sub(r"\[\^[^\]]+\]", "", text)  # a footnote's mark: "colorful[^win]"
     text = re.sub(r"``([^`]+)``|`([^`]+)`", lambda m: m.group(1) or m.group(2), text)
     text = re.sub(r"(\*\*|__|\*)(\S.*?\S|\S)\1", r"\2", text)
     text = re.sub(r"(?<=\w)_(?=[\s.,;:)]|$)", "", text)  # a reference's trailing underscore: "manpage_"
@@ -116,6 +123,8 @@ def why_not(sentence: str) -> str | None:
     opening = _FAQ.sub("", read).lstrip("*_`\"'(")  # a FAQ's "A: This is how ..." opens with "This"
     if _POINTING.match(opening) or _ELSEWHERE.search(read):
         return "points elsewhere"
+    if _HISTORY.match(opening):
+        return "the project's history"
     if _WALKTHROUGH.search(opening):
         return "a walkthrough's step"
     if _AUTHORS.search(read):

@@ -386,3 +386,35 @@ def test_the_census_says_what_the_rules_left_out_and_why():
     assert got["characters_by_kind"]["code"] == len(code)
     assert got["characters_by_kind"]["heading"] == len("Guide\n=====\n")
     assert sum(got["characters_by_kind"].values()) == len(text) - 3  # the blank lines between blocks are no block's
+
+
+def test_myst_roles_colon_fences_footnotes_and_definition_lists():
+    """structlog's MyST Markdown pages: a role ("{func}`structlog.configure`") is read as its text,
+    a ":::{note}" fence is no part of the sentence under it, and a footnote's definition and a
+    definition list's description (whose subject is the term above it) are no candidates."""
+    md = ("# Processors\n\n"
+          ":::{note}\n*structlog* only looks at the return value of the **last** processor.\n:::\n\n"
+          "The highlight is {class}`structlog.dev.ConsoleRenderer` that offers colorful[^win] console output.\n\n"
+          "[^win]: Requires the [*Colorama* package](https://pypi.org/project/colorama/) on Windows.\n\n"
+          "{func}`structlog.twisted.JSONRenderer`\n\n"
+          ": Goes a step further and circumvents Twisted logger's Exception handling and renders JSON strings.\n"
+          "  That gives you regular and simple-to-parse single-line JSON log entries.\n\n"
+          "After the list the processors run in the order given by `processors`.\n")
+    assert [b.kind for b in blocks(md, "processors.md")] == [
+        "heading", "comment", "prose", "comment", "prose", "comment", "prose", "table", "prose"]
+    assert [clean(c.text) for c in candidates("processors.md", md)] == [
+        "structlog only looks at the return value of the last processor.",
+        "The highlight is structlog.dev.ConsoleRenderer that offers colorful console output.",
+        "After the list the processors run in the order given by processors."]
+    # the same lines in reStructuredText are what they were: ":::" and ": " mean nothing there
+    assert [b.kind for b in blocks(":::\nThe cache lives in ``~/.cache``.\n", "x.rst")] == ["prose"]
+    # pointers of the same pages
+    for pointer in ["More general advice about logging can be found in the later chapter on {doc}`best-practices`.",
+                    "If you require more complex behavior, please refer to the standard library's `logging` documentation.",
+                    "You can find the details in the API documentation of {func}`structlog.configure`, at a high level."]:
+        assert why_not(pointer) == "points elsewhere", pointer
+    assert why_not("The term backend refers to the storage that `restic` writes to.") is None  # "refers to" is no pointer
+    assert why_not("As you can see, `view`, `peer`, and `request_id` are present in **both** log entries.") == \
+        "points elsewhere"  # the example above
+    assert why_not("Originally, *structlog* used a generic wrapper class {class}`structlog.BoundLogger` by default.") == \
+        "the project's history"  # asked as what is, its answer is wrong
