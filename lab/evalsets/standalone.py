@@ -53,8 +53,9 @@ _SOME = re.compile(r"^(?:some|many|several|a few|various|a couple of)\b|\ba coup
 #: A reStructuredText role, or a MyST Markdown one, and the text a reader sees of it (group 1):
 #: ":meth:`~flask.Flask.run`", ":ref:`the tutorial <tutorial>`", "{func}`structlog.configure`";
 #: ROLE_NAME, the role's name alone (":pep:" of ":pep:`3333`", "{mod}" of "{mod}`contextvars`").
-ROLE = r"(?::[\w:.-]+:|\{[\w:.-]+\})`~?([^`<]+?)(?:\s*<[^>]+>)?`"
-ROLE_NAME = r"(?::[\w:.-]+:|\{[\w:.-]+\})(?=`)"
+#: A MyST role is not code that opens with braces ("`{name}` placeholders").
+ROLE = r"(?::[\w:.-]+:|(?<!`)\{[\w:.-]+\})`~?([^`<\s][^`<]*?)(?:\s*<[^>]+>)?`"
+ROLE_NAME = r"(?::[\w:.-]+:|(?<!`)\{[\w:.-]+\})(?=`[^`\s])"
 #: Words before named examples: "Several backends, for example Google Drive and Dropbox, ...".
 NAMING = re.compile(r"\b(?:for example|for instance|such as|e\.g\.|including|namely)\b|:\s", re.I)
 CODE_TERM = re.compile(r"``[^`]+``|`[^`]+`|(?<![\w-])--?[A-Za-z][\w-]*")

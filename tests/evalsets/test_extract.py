@@ -406,6 +406,9 @@ def test_myst_roles_colon_fences_footnotes_and_definition_lists():
         "structlog only looks at the return value of the last processor.",
         "The highlight is structlog.dev.ConsoleRenderer that offers colorful console output.",
         "After the list the processors run in the order given by processors."]
+    # code that opens with braces is no role
+    assert clean("Use `{name}` placeholders and `{age}` in the `format` string.") == \
+        "Use {name} placeholders and {age} in the format string."
     # the same lines in reStructuredText are what they were: ":::" and ": " mean nothing there
     assert [b.kind for b in blocks(":::\nThe cache lives in ``~/.cache``.\n", "x.rst")] == ["prose"]
     # pointers of the same pages
