@@ -239,11 +239,11 @@ def blocks(text: str, source: str = "", literal: Sequence[Sequence[int]] = ()) -
             add(i, i + 1, "comment")
             i += 1
             continue
-        if not rst and (_FOOTNOTE.match(line) or _DEFINITION.match(line)):  # up to a blank or unindented line
+        if not rst and ((footnote := _FOOTNOTE.match(line)) or _DEFINITION.match(line)):  # up to a blank or unindented line
             k = i + 1
             while k < len(lines) and lines[k][2].strip() and _indent(lines[k][2]) > _indent(line):
                 k += 1
-            add(i, k, "comment" if _FOOTNOTE.match(line) else "table")
+            add(i, k, "comment" if footnote else "table")
             i = k
             continue
         if _PROMPT.match(line) and (not rst or not stripped.startswith("#")):
