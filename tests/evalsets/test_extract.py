@@ -421,3 +421,37 @@ def test_myst_roles_colon_fences_footnotes_and_definition_lists():
         "points elsewhere"  # the example above
     assert why_not("Originally, *structlog* used a generic wrapper class {class}`structlog.BoundLogger` by default.") == \
         "the project's history"  # asked as what is, its answer is wrong
+
+
+def test_a_change_logs_sections_are_no_candidates():
+    """coverage.py's, factory_boy's and pexpect's change logs gave the most bad rows (a fixed bug
+    asked as what the product does): a section headed by a release, or named as a change log, in
+    a document with two or more release headings, is left out with its subsections, and counted."""
+    from lab.evalsets.extract import change_log
+
+    rst = ("Usage\n=====\n\nThe ``--fast`` option skips the checksum of every file.\n\n"
+           "Changes\n=======\n\n"
+           "2.1.0 (2020-01-05)\n------------------\n\nBug fixes\n~~~~~~~~~\n\n"
+           "- Fixed a crash when the ``--fast`` option met an empty file.\n\n"
+           "Version 2.0 \u2014 2019-12-01\n--------------------------\n\n"
+           "- The ``--fast`` option was added to the ``sync`` command.\n\n"
+           "Contributing\n============\n\nPull requests must include a test for every change.\n")
+    left: dict = {}
+    assert [clean(c.text) for c in candidates("guide.rst", rst, left_out=left)] == [
+        "The --fast option skips the checksum of every file.",
+        "Pull requests must include a test for every change."]
+    assert left["change_log"]["n"] == 2
+    assert left["change_log"]["examples"][0]["sentence"] == "Fixed a crash when the ``--fast`` option met an empty file."
+    start, end = change_log(rst, "guide.rst")[0]
+    assert rst[start:].startswith("Changes\n") and rst[end:].startswith("Contributing\n")
+
+    md = ("# Changelog\n\n## [23.1.0](https://example.org/compare/22.3.0...23.1.0) - 2023-04-06\n\n"
+          "The `foo` processor now defaults to UTC timestamps.\n\n## 22.3.0 - 2022-12-01\n\n"
+          "Python 3.6 is no longer supported by the `bar` module.\n")
+    assert change_log(md, "changes.md") == [(0, len(md))] and candidates("changes.md", md) == []
+    # one release heading is no change log, nor are numbered sections
+    one = "Upgrading\n=========\n\n3.0 (2021-01-01)\n----------------\n\nThe ``sync`` command keeps 14 copies by default.\n"
+    assert change_log(one, "up.rst") == [] and len(candidates("up.rst", one)) == 1
+    numbered = ("# 1.1 Installing\n\nThe package needs Python 3.11 or newer on every machine.\n\n"
+                "# 1.2 Configuring\n\nThe `cache_dir` setting defaults to the home folder.\n")
+    assert change_log(numbered, "guide.md") == [] and len(candidates("guide.md", numbered)) == 2
