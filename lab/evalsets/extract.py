@@ -71,6 +71,7 @@ _FOOTNOTE = re.compile(r"^\s*\[\^[^\]]+\]:")
 _DEFINITION = re.compile(r"^\s*:\s+\S")
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]*_`]*\s+(?=[A-Z0-9`\"'(*\[_<-])")
+_BACKTICKS = re.compile(r"`+")
 _ABBREV = re.compile(r"(?<![^\s(])(?:e\.g|i\.e|etc|vs|no|nr|approx|incl|dr|mr|mrs|ms|st|cf|resp|esp|fig|ver)\.$", re.I)
 #: A number standing alone ("14 copies", "1,300", "2.5"), not part of a name ("AES-256", "v2").
 _NUMBER = re.compile(r"(?<![\w.-])\d[\d,.]*(?![\w-])")
@@ -78,10 +79,11 @@ _PERIOD = re.compile(r"\b\d{1,2}:\d\d\b|\b(?:1[89]|20)\d\d\b|\b(?:January|Februa
                      r"October|November|December)\b|\b\d+\s*(?:ms|milliseconds?|seconds?|minutes?|hours?|days?|weeks?|"
                      r"months?|years?)\b")  # case kept: "you may" is no month
 #: A heading that names a release ("Version 5.2.1 — 2020-07-23", "2.11.1 (2018-05-05)", "v4.8",
-#: "[23.1.0](https://...) - 2023-04-06"): a version, then nothing, a date or a parenthesis. A
-#: numbered section ("1.2 Installing") is none.
+#: "Psycopg 3.1.7", "[23.1.0](https://...) - 2023-04-06"): a version, after a name or none, then
+#: nothing, a date or a parenthesis. A numbered section ("1.2 Installing", "Step 1.2") is none.
 _VERSION_HEADING = re.compile(
-    r"^(?:(?:version|release|changes\s+in(?:\s+version)?|what'?s\s+new\s+in(?:\s+version)?)\s+)?v?\d+(?:\.\d+)+"
+    r"^(?:(?:version|release|changes\s+in(?:\s+version)?|what'?s\s+new\s+in(?:\s+version)?)\s+"
+    r"|(?!(?:step|part|chapter|section|appendix|figure|table|lesson|exercise)\b)[a-z][\w.-]*\s+)?v?\d+(?:\.\d+)+"
     r"(?:[-.]?(?:a|b|c|rc|alpha|beta|dev|post)\d*)?"
     r"(?:\s*[-\u2013\u2014:,/]?\s*(?:\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}\s+[A-Z][a-z]+\.?\s+\d{4}"
     r"|[A-Z][a-z]+\.?\s+\d{1,2},?\s+\d{4}|\([^()]*\)))?$", re.I)
@@ -228,10 +230,14 @@ def blocks(text: str, source: str = "", literal: Sequence[Sequence[int]] = ()) -
             continue
         if (m := _DIRECTIVE.match(line)) is not None:
             k = indented_run(i + 1, _indent(line))
-            if _ADMONITION.match(line):  # its body, on its line and indented under it, is prose
+            if _ADMONITION.match(line):  # its body, on its line and indented under it, is read as a text of its own
                 body = lines[i][0] + m.end() + len(line[m.end():]) - len(line[m.end():].lstrip())
                 if lines[k - 1][1] > body:
-                    out.append(Block(body, lines[k - 1][1], "prose", heading))
+                    if rst:  # a code block, a target or a directive inside it is what it is
+                        out.extend(Block(body + b.start, body + b.end, b.kind, heading)
+                                   for b in blocks(text[body:lines[k - 1][1]], source))
+                    else:
+                        out.append(Block(body, lines[k - 1][1], "prose", heading))
             else:  # an image, a table, a table of contents: no sentence of its own
                 add(i, k, "comment")
             i = k
@@ -307,7 +313,8 @@ def prose_sentences(text: str, block: Block) -> Iterator[tuple[int, int]]:
     for cut in list(_SENTENCE_END.finditer(text, a, block.end)) + [None]:
         stop = cut.start() if cut is not None else block.end
         piece = text[pos:stop]
-        if cut is not None and _ABBREV.search(text[pos:stop].rstrip("\"')]")):
+        if cut is not None and (_ABBREV.search(text[pos:stop].rstrip("\"')]"))
+                                or len(_BACKTICKS.findall(text, pos, stop)) % 2):  # inside inline code: ":sql:`COPY ... TO`"
             continue
         s, e = pos, stop
         while s < e and text[s].isspace():

@@ -455,3 +455,25 @@ def test_a_change_logs_sections_are_no_candidates():
     numbered = ("# 1.1 Installing\n\nThe package needs Python 3.11 or newer on every machine.\n\n"
                 "# 1.2 Configuring\n\nThe `cache_dir` setting defaults to the home folder.\n")
     assert change_log(numbered, "guide.md") == [] and len(candidates("guide.md", numbered)) == 2
+    # a release named with its product ("Psycopg 3.1.7") is one too; "Step 1.2" is no release
+    named = ("Release notes\n=============\n\nPsycopg 3.1.7\n-------------\n\n- Fix a crash when the ``COPY`` block is empty.\n\n"
+             "Psycopg 3.1.6\n-------------\n\n- The ``pool`` now waits 30 seconds before it gives up.\n")
+    assert len(change_log(named, "news.rst")) == 1 and candidates("news.rst", named) == []
+    steps = ("Step 1.1\n--------\n\nThe ``init`` command writes a config file of 12 lines.\n\n"
+             "Step 1.2\n--------\n\nThe ``run`` command reads the config file at every start.\n")
+    assert change_log(steps, "guide.rst") == [] and len(candidates("guide.rst", steps)) == 2
+
+
+def test_an_admonitions_code_and_targets_are_no_part_of_its_sentences():
+    """psycopg's warnings: a code block and a link target inside an admonition are cut from its
+    prose, so no span runs into "$ pip install" or "..", and a sentence does not end inside
+    inline code (":sql:`COPY ... TO STDOUT`")."""
+    rst = (".. warning::\n    This module depends on the ``dnspython`` package. The package must be installed\n"
+           "    manually with the ``pip`` tool.\n\n    .. code:: sh\n\n        $ pip install \"dnspython >= 2.1\"\n\n"
+           "    .. _dnspython: https://dnspython.readthedocs.io/\n\n"
+           "To produce data in the copy format you can use a :sql:`COPY ...\nTO STDOUT` statement and read 8 KB blocks.\n")
+    kinds = [b.kind for b in blocks(rst, "dns.rst")]
+    assert kinds == ["prose", "transcript", "comment", "prose"]
+    found = [clean(c.text) for c in candidates("dns.rst", rst)]
+    assert found[-1] == "To produce data in the copy format you can use a COPY ... TO STDOUT statement and read 8 KB blocks."
+    assert not any("pip install" in c or ".." in c.replace("...", "") for c in found)
