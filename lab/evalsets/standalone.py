@@ -54,7 +54,7 @@ _SOME = re.compile(r"^(?:some|many|several|a few|various|a couple of)\b|\ba coup
 #: ":meth:`~flask.Flask.run`", ":ref:`the tutorial <tutorial>`", "{func}`structlog.configure`";
 #: ROLE_NAME, the role's name alone (":pep:" of ":pep:`3333`", "{mod}" of "{mod}`contextvars`").
 #: A MyST role is not code that opens with braces ("`{name}` placeholders").
-ROLE = r"(?::[\w:.-]+:|(?<!`)\{[\w:.-]+\})`~?([^`<\s][^`<]*?)(?:\s*<[^>]+>)?`"
+ROLE = r"(?::[\w:.-]+:|(?<!`)\{[\w:.-]+\})`[~!]?([^`<\s][^`<]*?)(?:\s*<[^>]+>)?`"
 ROLE_NAME = r"(?::[\w:.-]+:|(?<!`)\{[\w:.-]+\})(?=`[^`\s])"
 #: Words before named examples: "Several backends, for example Google Drive and Dropbox, ...".
 NAMING = re.compile(r"\b(?:for example|for instance|such as|e\.g\.|including|namely)\b|:\s", re.I)
@@ -102,7 +102,8 @@ def plain(sentence: str) -> str:
     text = re.sub(r"`([^`<]+?)\s*<[^>]+>`_{1,2}", r"\1", text)  # `text <url>`__
     text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)  # [text](url)
     text = re.sub(r"\[\^[^\]]+\]", "", text)  # a footnote's mark: "colorful[^win]"
-    text = re.sub(r"``([^`]+)``|`([^`]+)`", lambda m: m.group(1) or m.group(2), text)
+    # Sphinx's default role: "`!psycopg2`" and "`~Cursor.execute()`" read "psycopg2" and "Cursor.execute()"
+    text = re.sub(r"``([^`]+)``|`(?:[~!](?=\w))?([^`]+)`", lambda m: m.group(1) or m.group(2), text)
     text = re.sub(r"(\*\*|__|\*)(\S.*?\S|\S)\1", r"\2", text)
     text = re.sub(r"(?<=\w)_(?=[\s.,;:)]|$)", "", text)  # a reference's trailing underscore: "manpage_"
     text = re.sub(r"^\*+|\*+$", "", text.strip())  # emphasis cut by the sentence's end: "**Do not ... ."
