@@ -51,7 +51,7 @@ def add_parsers(sub: Any, common: Any) -> None:
     gen.add_argument("--answer-check", action="store_true",
                      help="extractive: ask the model for each question's answer from its sentence and drop the "
                           "question whose answer is missing, not the sentence's words, or circular (one more call "
-                          "a question; on four held-out sets, bad rows 32%% to 22%%, 10-11 of 70 good ones dropped: "
+                          "a question; on six held-out sets, bad rows 31%% to 22%%, 18-19 of 110 good ones dropped: "
                           "docs/own-documents.md; raise --max-candidates to 6 n)")
     gen.add_argument("--max-minutes", type=float, metavar="M",
                      help="stop after M minutes, keeping the questions accepted so far")
