@@ -53,6 +53,9 @@ PROMPT = "generate-q-v2"
 #: The round trip: a question must place its own sentence among this many of the knowledge
 #: base's prose sentences, by words or by meaning (:class:`RoundTrip`).
 ROUND_TRIP_K = 10
+#: The local round trip: a question must rank its own sentence first among the prose sentences
+#: within this many of it in its document (:meth:`RoundTrip.local_ranks`).
+LOCAL_WINDOW = 2
 #: Candidates tried at most per question wanted (``--max-candidates``'s default: about a quarter
 #: of the candidates is accepted on documentation the lab does not ship).
 CANDIDATES_PER_QUESTION = 4
@@ -107,6 +110,22 @@ class RoundTrip:
         if self._vectors is None:
             self._vectors = np.asarray(self.embed(self.texts))
         return self._vectors
+
+    def local_ranks(self, question: str, at: int, qvec: np.ndarray, window: int = LOCAL_WINDOW,
+                    bounds: tuple[int, int] | None = None) -> tuple[int, int]:
+        """The rank of sentence ``at`` among itself and the sentences within ``window`` of it (those
+        inside ``bounds``, ``[first, end)``: its document's), by words (content words shared with
+        ``question``) and by meaning. A question its neighbour answers better (a "What is X?"
+        asked of a sentence saying when X is called, beside the one saying what X is) ranks its
+        own sentence below that neighbour; its rivals are sentences any chunk holding the answer
+        holds too, so the check favours no retriever (docs/own-documents.md#local-round-trip)."""
+        first, end = bounds if bounds is not None else (0, len(self.texts))
+        near = range(max(first, at - window), min(end, at + window + 1))
+        q = content_words(question)
+        shared = {i: len(q & self._words[i]) for i in near}
+        sims = self.vectors()[list(near)] @ qvec
+        own = sims[list(near).index(at)]
+        return (sum(1 for i in near if shared[i] > shared[at]) + 1, int((sims > own).sum()) + 1)
 
     def ranks(self, question: str, sentence: str, qvec: np.ndarray) -> tuple[int | None, int | None]:
         """The rank of ``sentence`` (its best copy) among the sentences for ``question``: by words
@@ -198,13 +217,16 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
                max_candidates: int | None = None, show_progress: bool = False,
                on_row: Callable[[dict], None] | None = None, deadline: float | None = None,
                round_trip_k: int = ROUND_TRIP_K, literal: dict[str, list] | None = None,
-               checker: LabLLM | None = None) -> Extracted:
+               checker: LabLLM | None = None, local_window: int | None = None) -> Extracted:
     """Up to ``n`` rows (see the module's docstring). ``on_row`` is called with each row as it is
     accepted (``lab generate`` writes it at once); the loop stops at ``deadline`` (a
     ``time.monotonic()`` value) or on Ctrl-C, keeping what it accepted (``stats["stopped"]``).
     ``literal``: the HTML pages' ``<pre>`` ranges (:attr:`lab.rag.loaders.Corpus.literal`).
     ``checker``: ask it for each question's answer (:mod:`lab.evalsets.answercheck`) and reject
-    the question its reply fails (``answer_check``); None: no such call."""
+    the question its reply fails (``answer_check``); None: no such call. ``local_window``: reject
+    the question that does not rank its own sentence first, by words and by meaning, among the
+    sentences within that many of it (``local_round_trip``: :meth:`RoundTrip.local_ranks`); None:
+    no such check."""
     t0 = time.perf_counter()
     prompt = load_prompt(PROMPT)
     order = sorted(docs)
@@ -212,8 +234,12 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
     cut = {s: blocks(docs[s], s, (literal or {}).get(s, ())) for s in order}  # each document parsed once, for the pool and the candidates
     left_out: dict[str, dict] = {}  # the prose sentences no candidate, by reason: the census
     found = {s: candidates(s, docs[s], cut[s], left_out) for s in order}
-    pool_texts = [docs[s][a:b] for s in order for blk in cut[s] if blk.kind == "prose"
-                  for a, b in prose_sentences(docs[s], blk)]
+    pool = [(s, a, b) for s in order for blk in cut[s] if blk.kind == "prose" for a, b in prose_sentences(docs[s], blk)]
+    pool_texts = [docs[s][a:b] for s, a, b in pool]
+    at = {(s, a): i for i, (s, a, _) in enumerate(pool)}  # a candidate's place among the sentences
+    bounds: dict[str, tuple[int, int]] = {}  # each document's sentences, [first, end)
+    for i, (s, _, _) in enumerate(pool):
+        bounds[s] = (bounds.get(s, (i, i))[0], i + 1)
     trip = RoundTrip(pool_texts, embed, round_trip_k)
 
     def common(term: str) -> bool:
@@ -222,7 +248,8 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
     budget = max_candidates or CANDIDATES_PER_QUESTION * n
     rows: list[dict] = []
     vectors: list[np.ndarray] = []
-    rejected: dict[str, list[dict]] = {r: [] for r in REASONS + (("answer_check",) if checker else ())}
+    rejected: dict[str, list[dict]] = {r: [] for r in REASONS + (("local_round_trip",) if local_window else ())
+                                       + (("answer_check",) if checker else ())}
     asked = load_prompt(answercheck.PROMPT) if checker else None
     tried = 0
     only = Counter()  # questions each ranker alone let through the round trip
@@ -252,6 +279,12 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
                                                     f"{by_meaning} by meaning among {len(pool_texts)} sentences")
                 elif not all(fine):
                     only["words" if fine[0] else "meaning"] += 1
+                if reason is None and local_window and (c.source, c.start) in at:
+                    i = at[(c.source, c.start)]
+                    near = trip.local_ranks(question, i, qvec, local_window, bounds[c.source])
+                    if near != (1, 1):
+                        reason, detail = "local_round_trip", (f"its sentence ranks {near[0]} by words and {near[1]} "
+                                                              f"by meaning among the sentences within {local_window}")
             if reason is None and vectors:
                 sims = [float(qvec @ v) for v in vectors]
                 if max(sims) >= NEAR_DUPLICATE:
@@ -289,6 +322,7 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
         "sentences": census(docs, cut, found, left_out),
         "acceptance_rate": round(len(rows) / max(1, tried), 4),
         "rejected": {r: {"n": len(v), "examples": v[:3]} for r, v in rejected.items()},
+        **({"local_round_trip": {"window": local_window}} if local_window else {}),
         "round_trip": {"k": trip.k, "sentences": len(pool_texts), "passed_by_words_only": only["words"],
                        "passed_by_meaning_only": only["meaning"]},
         "by_category": dict(Counter(r["category"] for r in rows)),

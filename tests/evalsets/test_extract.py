@@ -480,3 +480,20 @@ def test_an_admonitions_code_and_targets_are_no_part_of_its_sentences():
     # Sphinx's default role reads without its markers ("`!psycopg2`" shows "psycopg2"); a path stays
     assert clean("It behaves like `!psycopg2`: see `~Cursor.execute()`, :class:`!Xid` and `~/.cache`.") == \
         "It behaves like psycopg2: see Cursor.execute(), Xid and ~/.cache."
+
+
+def test_the_local_round_trip_ranks_a_sentence_among_its_neighbours():
+    """A question its neighbour answers better ranks its own sentence second there, by words or
+    by meaning; the window stops at the document's bounds."""
+    texts = ["A processor injects extra fields into a log record.", "Processors are called once a handler wants the record.",
+             "Handlers are kept on a stack per thread.", "The stack is emptied at exit.", "Other document starts here."]
+    vecs = np.eye(5)
+    trip = RoundTrip(texts, lambda t: vecs[: len(t)])
+    # "What does a processor inject?" asked of the second sentence: the first shares more words
+    # ("processor", "inject") and means it (its direction)
+    assert trip.local_ranks("What does a processor inject into a log record?", 1, vecs[0], 2, (0, 4)) == (2, 2)
+    assert trip.local_ranks("When are processors called?", 1, vecs[1], 2, (0, 4)) == (1, 1)
+    # a window of 1 leaves the fourth sentence out; the fifth is another document's
+    assert trip.local_ranks("What is emptied at exit?", 3, vecs[3], 1, (0, 4)) == (1, 1)
+    assert trip.local_ranks("Where does the other document start?", 3, vecs[4], 2, (0, 4)) == (1, 1)
+    assert trip.local_ranks("Where does the other document start?", 3, vecs[4], 2, (0, 5)) == (2, 2)

@@ -214,3 +214,20 @@ def test_the_cli_counts_the_answer_checks_calls_and_refuses_it_in_the_abstractiv
     refused = lab(tmp_path, *args, "--mode", "abstractive")
     assert refused.returncode == 2 and "--answer-check checks the extractive mode's questions" in refused.stderr
     assert not (tmp_path / "kb.jsonl").exists()
+
+
+def test_the_local_round_trip_rejects_a_question_its_neighbour_answers():
+    """The third candidate (the prune sentence) is asked what its neighbour, two sentences up in
+    the same document, says: rejected and counted; off (the default), the key is absent."""
+    llm = _llm(["How many copies does the daily backup keep?", "What does the --target option name?",
+                "How many copies of the daily backup are kept?"])
+    out = extractive(DOCS, llm, embed, n=3, seed=0, local_window=2)
+    s = out.stats
+    assert [r["question"] for r in out.rows] == ["How many copies does the daily backup keep?",
+                                                 "What does the --target option name?"]
+    assert {k: v["n"] for k, v in s["rejected"].items() if v["n"]} == {"local_round_trip": 1}
+    assert s["rejected"]["local_round_trip"]["examples"][0]["answer"] == \
+        "Backups older than 30 days are deleted by the prune command."
+    assert s["local_round_trip"] == {"window": 2}
+    off = extractive(DOCS, _llm(["How many copies does the daily backup keep?"]), embed, n=1, seed=0)
+    assert "local_round_trip" not in off.stats["rejected"] and "local_round_trip" not in off.stats
