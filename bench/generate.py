@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 from lab.caches import CallCache
 from lab.config import EmbeddingConfig, LLMConfig
 from lab.evalsets.generate import Options, generate
-from lab.evalsets.questions import extractive
+from lab.evalsets.questions import LOCAL_WINDOW, extractive
 from lab.models.backends import llama_class
 from lab.models.embeddings import build_embedding
 from lab.models.llm import LabLLM
@@ -89,7 +89,7 @@ def main() -> int:
         t0 = time.perf_counter()
         if args.mode == "extractive":
             out = extractive(docs, llms[0], embed, n, 0, max_candidates=2 if args.smoke else None,
-                             literal=corpus.literal)
+                             literal=corpus.literal, local_window=LOCAL_WINDOW)
         else:
             out = generate(docs, llms[0], llms[1], embed,
                            Options(n=n, max_candidates=2 if args.smoke else None, excerpt=args.excerpt))

@@ -16,8 +16,9 @@ fact-bearing sentences, each checked by rules that do not ask the model.
    (``injection``), a size, a vague or file-naming question, one that copies its answer
    (``quotes_answer``) or holds all of it (``restates``), one whose kind its answer does not
    have or that its sentence only mentions (``answer_type``: :mod:`lab.evalsets.asks`), one that
-   does not find its own sentence (``round_trip``: :class:`RoundTrip`), and near-duplicates of an
-   accepted question.
+   does not find its own sentence (``round_trip``: :class:`RoundTrip`), one that a neighbouring
+   sentence answers better (``local_round_trip``: :meth:`RoundTrip.local_ranks`, ``lab
+   generate``'s default), and near-duplicates of an accepted question.
 
 No model verdict is asked: the local model's yes/no did not separate good rows from bad
 (docs/own-documents.md); the round trip and the answer type are the checks, and a person's
