@@ -337,7 +337,7 @@ def _category(sentence: str) -> str:
 LEFT_OUT_EXAMPLES = 3
 
 
-def _heading_text(text: str, block: Block) -> str:
+def _heading_text(block: Block) -> str:
     """A heading's words: a Markdown link as its text, code and emphasis markers off."""
     words = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", block.heading)
     return re.sub(r"[`*_]+", "", words).strip()
@@ -363,10 +363,10 @@ def change_log(text: str, source: str = "", cut: Sequence[Block] | None = None) 
     as what the product does their answers are wrong (docs/own-documents.md#change-logs)."""
     cut = blocks(text, source) if cut is None else cut
     heads = [b for b in cut if b.kind == "heading"]
-    versions = [bool(_VERSION_HEADING.match(_heading_text(text, b))) for b in heads]
+    versions = [bool(_VERSION_HEADING.match(_heading_text(b))) for b in heads]
     if sum(versions) < CHANGE_LOG_VERSIONS:
         return []
-    versions = [v or bool(_LOG_HEADING.match(_heading_text(text, b))) for b, v in zip(heads, versions)]
+    versions = [v or bool(_LOG_HEADING.match(_heading_text(b))) for b, v in zip(heads, versions)]
     levels: dict[tuple, int] = {}
     out: list[tuple[int, int]] = []
     open_at: tuple[int, int] | None = None  # (start, level) of the change log's open stretch
@@ -388,7 +388,7 @@ def candidates(source: str, text: str, cut: Sequence[Block] | None = None,
     """Every candidate sentence of a document, in document order (the module's docstring);
     ``cut``: its :func:`blocks`, when the caller has them already; ``left_out``: where each prose
     sentence that is no candidate is counted under :func:`why_not`'s reason (``{"n", "examples"}``,
-    the first :data:`LEFT_OUT_EXAMPLES` of each), or ``change_log`` (:func:`change_log`), for
+    the first :data:`LEFT_OUT_EXAMPLES` of each), or "a change log" (:func:`change_log`), for
     :func:`census`."""
     out = []
     cut = blocks(text, source) if cut is None else cut
@@ -398,7 +398,7 @@ def candidates(source: str, text: str, cut: Sequence[Block] | None = None,
             continue
         for a, b in prose_sentences(text, block):
             sentence = text[a:b]
-            why = "change_log" if any(s <= a < e for s, e in logs) else why_not(sentence)
+            why = "a change log" if any(s <= a < e for s, e in logs) else why_not(sentence)
             if why is None:
                 out.append(Candidate(source, a, b, sentence, block.heading, _category(sentence)))
             elif left_out is not None:

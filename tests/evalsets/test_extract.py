@@ -440,8 +440,8 @@ def test_a_change_logs_sections_are_no_candidates():
     assert [clean(c.text) for c in candidates("guide.rst", rst, left_out=left)] == [
         "The --fast option skips the checksum of every file.",
         "Pull requests must include a test for every change."]
-    assert left["change_log"]["n"] == 2
-    assert left["change_log"]["examples"][0]["sentence"] == "Fixed a crash when the ``--fast`` option met an empty file."
+    assert left["a change log"]["n"] == 2
+    assert left["a change log"]["examples"][0]["sentence"] == "Fixed a crash when the ``--fast`` option met an empty file."
     start, end = change_log(rst, "guide.rst")[0]
     assert rst[start:].startswith("Changes\n") and rst[end:].startswith("Contributing\n")
 
