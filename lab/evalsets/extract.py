@@ -32,8 +32,7 @@ this", "for details"), not a walkthrough's step, the authors' news, a caption wi
 a mention of some things none named, and stating a fact: a figure, a term in code markup, an option,
 a name, or a rule ("must", "default", "only", ...). Its category follows from what it states
 (a period or date: ``temporal``; another figure: ``numerical``; else ``direct_fact``). No
-sentence of a change log (the sections headed by a release, in a document with two or more:
-:func:`change_log`) is a candidate: it says what changed in one release, not what the product does.
+sentence of a change log is a candidate (:func:`lab.evalsets.releases.change_log`).
 """
 
 from __future__ import annotations
@@ -43,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Iterator, Sequence
 
+from lab.evalsets.releases import change_log
 from lab.evalsets.standalone import CODE_TERM, plain, why_not
 
 
@@ -78,23 +78,6 @@ _NUMBER = re.compile(r"(?<![\w.-])\d[\d,.]*(?![\w-])")
 _PERIOD = re.compile(r"\b\d{1,2}:\d\d\b|\b(?:1[89]|20)\d\d\b|\b(?:January|February|March|April|May|June|July|August|September|"
                      r"October|November|December)\b|\b\d+\s*(?:ms|milliseconds?|seconds?|minutes?|hours?|days?|weeks?|"
                      r"months?|years?)\b")  # case kept: "you may" is no month
-#: A heading that names a release ("Version 5.2.1 — 2020-07-23", "2.11.1 (2018-05-05)", "v4.8",
-#: "Psycopg 3.1.7", "[23.1.0](https://...) - 2023-04-06"): a version, after a name or none, then
-#: nothing, a date or a parenthesis. A numbered section ("1.2 Installing", "Step 1.2") is none.
-_VERSION_HEADING = re.compile(
-    r"^(?:(?:version|release|changes\s+in(?:\s+version)?|what'?s\s+new\s+in(?:\s+version)?)\s+"
-    r"|(?!(?:step|part|chapter|section|appendix|figure|table|lesson|exercise)\b)[a-z][\w.-]*\s+)?v?\d+(?:\.\d+)+"
-    r"(?:[-.]?(?:a|b|c|rc|alpha|beta|dev|post)\d*)?"
-    r"(?:\s*[-\u2013\u2014:,/]?\s*(?:\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}\s+[A-Z][a-z]+\.?\s+\d{4}"
-    r"|[A-Z][a-z]+\.?\s+\d{1,2},?\s+\d{4}|\([^()]*\)))?$", re.I)
-#: A heading that names a change log or a part of one ("Changelog", "Release notes", "Earlier
-#: History"): in a change log, a section of it like a release's.
-_LOG_HEADING = re.compile(r"^(?:(?:earlier|older|previous|past)\s+)?(?:history|change\s*log|changes|release\s+notes|"
-                          r"releases|news|what'?s\s+new)$", re.I)
-#: A change log has at least this many version headings.
-CHANGE_LOG_VERSIONS = 2
-
-
 @dataclass(frozen=True)
 class Block:
     """A run of a document's lines and what they are (see the module's docstring), under the
@@ -337,52 +320,6 @@ def _category(sentence: str) -> str:
 LEFT_OUT_EXAMPLES = 3
 
 
-def _heading_text(block: Block) -> str:
-    """A heading's words: a Markdown link as its text, code and emphasis markers off."""
-    words = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", block.heading)
-    return re.sub(r"[`*_]+", "", words).strip()
-
-
-def _heading_style(text: str, block: Block) -> tuple:
-    """What marks a heading's level: the number of ``#`` (Markdown), or the underline's character
-    and whether an overline goes with it (reStructuredText, whose levels are the styles' order of
-    first appearance)."""
-    lines = text[block.start:block.end].splitlines()
-    first = lines[0].strip() if lines else ""
-    if first.startswith("#") and len(lines) == 1:
-        return ("#", len(first) - len(first.lstrip("#")))
-    return (lines[-1].strip()[:1], len(lines) == 3)
-
-
-def change_log(text: str, source: str = "", cut: Sequence[Block] | None = None) -> list[tuple[int, int]]:
-    """The ``[start, end)`` ranges of ``text`` that are a change log: each section headed by a
-    release (:data:`_VERSION_HEADING`) or named as a change log or a part of one
-    (:data:`_LOG_HEADING`: "Earlier History"), its subsections included ("Bug fixes" under
-    "2.7.0 (2016-04-19)"), in a document with at least :data:`CHANGE_LOG_VERSIONS` release headings. A
-    change log's sentences say what changed in one release ("Fixed a crash when ..."), and asked
-    as what the product does their answers are wrong (docs/own-documents.md#change-logs)."""
-    cut = blocks(text, source) if cut is None else cut
-    heads = [b for b in cut if b.kind == "heading"]
-    versions = [bool(_VERSION_HEADING.match(_heading_text(b))) for b in heads]
-    if sum(versions) < CHANGE_LOG_VERSIONS:
-        return []
-    versions = [v or bool(_LOG_HEADING.match(_heading_text(b))) for b, v in zip(heads, versions)]
-    levels: dict[tuple, int] = {}
-    out: list[tuple[int, int]] = []
-    open_at: tuple[int, int] | None = None  # (start, level) of the change log's open stretch
-    for b, is_version in zip(heads, versions):
-        style = _heading_style(text, b)
-        level = style[1] if style[0] == "#" else levels.setdefault(style, len(levels) + 1)
-        if open_at is not None and level <= open_at[1] and not is_version:
-            out.append((open_at[0], b.start))
-            open_at = None
-        if is_version and (open_at is None or level <= open_at[1]):
-            open_at = (b.start, level) if open_at is None else (open_at[0], level)
-    if open_at is not None:
-        out.append((open_at[0], len(text)))
-    return out
-
-
 def candidates(source: str, text: str, cut: Sequence[Block] | None = None,
                left_out: dict[str, dict] | None = None) -> list[Candidate]:
     """Every candidate sentence of a document, in document order (the module's docstring);
@@ -392,7 +329,7 @@ def candidates(source: str, text: str, cut: Sequence[Block] | None = None,
     :func:`census`."""
     out = []
     cut = blocks(text, source) if cut is None else cut
-    logs = change_log(text, source, cut)
+    logs = change_log(text, cut)
     for block in cut:
         if block.kind != "prose":
             continue

@@ -114,12 +114,10 @@ class RoundTrip:
 
     def local_ranks(self, question: str, at: int, qvec: np.ndarray, window: int = LOCAL_WINDOW,
                     bounds: tuple[int, int] | None = None) -> tuple[int, int]:
-        """The rank of sentence ``at`` among itself and the sentences within ``window`` of it (those
-        inside ``bounds``, ``[first, end)``: its document's), by words (content words shared with
-        ``question``) and by meaning. A question its neighbour answers better (a "What is X?"
-        asked of a sentence saying when X is called, beside the one saying what X is) ranks its
-        own sentence below that neighbour; its rivals are sentences any chunk holding the answer
-        holds too, so the check favours no retriever (docs/own-documents.md#local-round-trip)."""
+        """The rank of sentence ``at`` among itself and those within ``window`` of it inside ``bounds``
+        (``[first, end)``: its document's), by words (content words shared with ``question``) and by
+        meaning: a question its neighbour answers better ranks it below that neighbour. Its rivals are
+        in any chunk that holds it: no retriever is favoured (docs/own-documents.md#local-round-trip)."""
         first, end = bounds if bounds is not None else (0, len(self.texts))
         near = range(max(first, at - window), min(end, at + window + 1))
         q = content_words(question)

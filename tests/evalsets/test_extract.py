@@ -427,7 +427,7 @@ def test_a_change_logs_sections_are_no_candidates():
     """coverage.py's, factory_boy's and pexpect's change logs gave the most bad rows (a fixed bug
     asked as what the product does): a section headed by a release, or named as a change log, in
     a document with two or more release headings, is left out with its subsections, and counted."""
-    from lab.evalsets.extract import change_log
+    from lab.evalsets.releases import change_log
 
     rst = ("Usage\n=====\n\nThe ``--fast`` option skips the checksum of every file.\n\n"
            "Changes\n=======\n\n"
@@ -442,26 +442,26 @@ def test_a_change_logs_sections_are_no_candidates():
         "Pull requests must include a test for every change."]
     assert left["a change log"]["n"] == 2
     assert left["a change log"]["examples"][0]["sentence"] == "Fixed a crash when the ``--fast`` option met an empty file."
-    start, end = change_log(rst, "guide.rst")[0]
+    start, end = change_log(rst, blocks(rst, "guide.rst"))[0]
     assert rst[start:].startswith("Changes\n") and rst[end:].startswith("Contributing\n")
 
     md = ("# Changelog\n\n## [23.1.0](https://example.org/compare/22.3.0...23.1.0) - 2023-04-06\n\n"
           "The `foo` processor now defaults to UTC timestamps.\n\n## 22.3.0 - 2022-12-01\n\n"
           "Python 3.6 is no longer supported by the `bar` module.\n")
-    assert change_log(md, "changes.md") == [(0, len(md))] and candidates("changes.md", md) == []
+    assert change_log(md, blocks(md, "changes.md")) == [(0, len(md))] and candidates("changes.md", md) == []
     # one release heading is no change log, nor are numbered sections
     one = "Upgrading\n=========\n\n3.0 (2021-01-01)\n----------------\n\nThe ``sync`` command keeps 14 copies by default.\n"
-    assert change_log(one, "up.rst") == [] and len(candidates("up.rst", one)) == 1
+    assert change_log(one, blocks(one, "up.rst")) == [] and len(candidates("up.rst", one)) == 1
     numbered = ("# 1.1 Installing\n\nThe package needs Python 3.11 or newer on every machine.\n\n"
                 "# 1.2 Configuring\n\nThe `cache_dir` setting defaults to the home folder.\n")
-    assert change_log(numbered, "guide.md") == [] and len(candidates("guide.md", numbered)) == 2
+    assert change_log(numbered, blocks(numbered, "guide.md")) == [] and len(candidates("guide.md", numbered)) == 2
     # a release named with its product ("Psycopg 3.1.7") is one too; "Step 1.2" is no release
     named = ("Release notes\n=============\n\nPsycopg 3.1.7\n-------------\n\n- Fix a crash when the ``COPY`` block is empty.\n\n"
              "Psycopg 3.1.6\n-------------\n\n- The ``pool`` now waits 30 seconds before it gives up.\n")
-    assert len(change_log(named, "news.rst")) == 1 and candidates("news.rst", named) == []
+    assert len(change_log(named, blocks(named, "news.rst"))) == 1 and candidates("news.rst", named) == []
     steps = ("Step 1.1\n--------\n\nThe ``init`` command writes a config file of 12 lines.\n\n"
              "Step 1.2\n--------\n\nThe ``run`` command reads the config file at every start.\n")
-    assert change_log(steps, "guide.rst") == [] and len(candidates("guide.rst", steps)) == 2
+    assert change_log(steps, blocks(steps, "guide.rst")) == [] and len(candidates("guide.rst", steps)) == 2
 
 
 def test_an_admonitions_code_and_targets_are_no_part_of_its_sentences():

@@ -233,7 +233,7 @@ def test_the_local_round_trip_rejects_a_question_its_neighbour_answers():
     assert "local_round_trip" not in off.stats["rejected"] and "local_round_trip" not in off.stats
 
 
-def test_the_cli_runs_the_local_round_trip_by_default_and_refuses_a_negative_window(tmp_path):
+def test_the_cli_runs_the_local_round_trip_by_default_and_refuses_a_window_out_of_range(tmp_path):
     from lab.cli import build_parser
     from lab.evalsets.questions import LOCAL_WINDOW
 
@@ -242,5 +242,5 @@ def test_the_cli_runs_the_local_round_trip_by_default_and_refuses_a_negative_win
     assert parse(["generate", "--kb", "kb", "--out", "o.jsonl", "--local-round-trip", "0"]).local_round_trip == 0
     refused = lab(tmp_path, "generate", "--kb", str(ROOT / "tests" / "fixtures" / "kb"), "--out",
                   str(tmp_path / "kb.jsonl"), "--local-round-trip", "-1", "--experiments", str(ROOT / "experiments"))
-    assert refused.returncode == 2 and "--local-round-trip -1: give a window of 0 (off) or more" in refused.stderr
+    assert refused.returncode == 2 and "--local-round-trip: invalid choice: -1 (choose from 0, 1, 2" in refused.stderr
     assert not (tmp_path / "kb.jsonl").exists()
