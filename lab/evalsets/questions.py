@@ -119,12 +119,12 @@ class RoundTrip:
         meaning: a question its neighbour answers better ranks it below that neighbour. Its rivals are
         in any chunk that holds it: no retriever is favoured (docs/own-documents.md#local-round-trip)."""
         first, end = bounds if bounds is not None else (0, len(self.texts))
-        near = range(max(first, at - window), min(end, at + window + 1))
+        near = list(range(max(first, at - window), min(end, at + window + 1)))
         q = content_words(question)
-        shared = {i: len(q & self._words[i]) for i in near}
-        sims = self.vectors()[list(near)] @ qvec
-        own = sims[list(near).index(at)]
-        return (sum(1 for i in near if shared[i] > shared[at]) + 1, int((sims > own).sum()) + 1)
+        shared = np.array([len(q & self._words[i]) for i in near])
+        sims = self.vectors()[near] @ qvec
+        own = near.index(at)
+        return int((shared > shared[own]).sum()) + 1, int((sims > sims[own]).sum()) + 1
 
     def ranks(self, question: str, sentence: str, qvec: np.ndarray) -> tuple[int | None, int | None]:
         """The rank of ``sentence`` (its best copy) among the sentences for ``question``: by words
@@ -278,9 +278,8 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
                                                     f"{by_meaning} by meaning among {len(pool_texts)} sentences")
                 elif not all(fine):
                     only["words" if fine[0] else "meaning"] += 1
-                if reason is None and local_window and (c.source, c.start) in at:
-                    i = at[(c.source, c.start)]
-                    near = trip.local_ranks(question, i, qvec, local_window, bounds[c.source])
+                if reason is None and local_window:
+                    near = trip.local_ranks(question, at[(c.source, c.start)], qvec, local_window, bounds[c.source])
                     if near != (1, 1):
                         reason, detail = "local_round_trip", (f"its sentence ranks {near[0]} by words and {near[1]} "
                                                               f"by meaning among the sentences within {local_window}")

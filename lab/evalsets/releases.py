@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from typing import Protocol, Sequence
 
+from lab.evalsets.standalone import plain
+
 
 class Block(Protocol):
     """What is read of a :class:`lab.evalsets.extract.Block`."""
@@ -14,6 +16,7 @@ class Block(Protocol):
     end: int
     kind: str
     heading: str
+
 
 #: A heading that names a release ("Version 5.2.1 — 2020-07-23", "2.11.1 (2018-05-05)", "v4.8",
 #: "Psycopg 3.1.7", "[23.1.0](https://...) - 2023-04-06"): a version, after a name or none, then
@@ -30,12 +33,6 @@ _LOG_HEADING = re.compile(r"^(?:(?:earlier|older|previous|past)\s+)?(?:history|c
                           r"releases|news|what'?s\s+new)$", re.I)
 #: A change log has at least this many version headings.
 CHANGE_LOG_VERSIONS = 2
-
-
-def _heading_text(block: Block) -> str:
-    """A heading's words: a Markdown link as its text, code and emphasis markers off."""
-    words = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", block.heading)
-    return re.sub(r"[`*_]+", "", words).strip()
 
 
 def _heading_style(text: str, block: Block) -> tuple:
@@ -58,10 +55,10 @@ def change_log(text: str, cut: Sequence[Block]) -> list[tuple[int, int]]:
     change log's sentences say what changed in one release ("Fixed a crash when ..."), and asked
     as what the product does their answers are wrong (docs/own-documents.md#change-logs)."""
     heads = [b for b in cut if b.kind == "heading"]
-    versions = [bool(_VERSION_HEADING.match(_heading_text(b))) for b in heads]
+    versions = [bool(_VERSION_HEADING.match(plain(b.heading))) for b in heads]
     if sum(versions) < CHANGE_LOG_VERSIONS:
         return []
-    versions = [v or bool(_LOG_HEADING.match(_heading_text(b))) for b, v in zip(heads, versions)]
+    versions = [v or bool(_LOG_HEADING.match(plain(b.heading))) for b, v in zip(heads, versions)]
     levels: dict[tuple, int] = {}
     out: list[tuple[int, int]] = []
     open_at: tuple[int, int] | None = None  # (start, level) of the change log's open stretch
