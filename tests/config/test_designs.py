@@ -524,6 +524,12 @@ def test_the_design_list_is_every_design_config():
     assert designs == set(DESIGNS)  # a target config (no chunker: a system the lab did not build) is no design
 
 
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory) -> Path:
+    """One cache for every shipped design config's run in this module."""
+    return tmp_path_factory.mktemp("designs-cache")
+
+
 @pytest.mark.parametrize("name", ["headers", "bm25-headers", "hybrid-headers", "hybrid-headers-sent", "hybrid-headers-merged",
                                   "hybrid-headers-merged-unsent", "doc-merge", "doc-boost", "hybrid-headers-boost",
                                   "hybrid-headers-filter", "sentence-window", "parent-child", "condense",
@@ -533,13 +539,16 @@ def test_the_design_list_is_every_design_config():
                                   pytest.param("bm25-headers-summary", marks=pytest.mark.slow),
                                   pytest.param("hybrid-headers-summary", marks=pytest.mark.slow),
                                   pytest.param("hybrid-headers-summary-merged", marks=pytest.mark.slow)])
-def test_shipped_design_configs_run_retrieval_only(project, name):
-    """Each shipped design config validates and runs retrieval-only (here on the fixture's documents)."""
+def test_shipped_design_configs_run_retrieval_only(project, name, shared_cache):
+    """Each shipped design config validates and runs retrieval-only (here on the fixture's documents).
+    The configs share one cache, as a user's runs do: the summary configs' one index (its 4 summaries
+    from the real LLM) is built once, and no config is served another's retrievals."""
     cfg = load_experiment(name, ROOT / "experiments")
     assert cfg.headers or cfg.reranker or cfg.query or cfg.merge or cfg.chunker.name in ("sentence_window",
                                                                                         "parent_child")
     p = lab(project, "run", name, "--experiments", str(ROOT / "experiments"), "--retrieval-only", "--no-progress",
-            "--kb", str(project / "kb"), "--eval", str(project / "eval.jsonl"), "--reports", str(project / "reports"))
+            "--kb", str(project / "kb"), "--eval", str(project / "eval.jsonl"), "--reports", str(project / "reports"),
+            LAB_CACHE=str(shared_cache))
     assert p.returncode == 0, p.stderr
     results, samples = load(latest(project, name))
     assert len(samples) == 6 and results["config"]["generation"] is None

@@ -59,12 +59,19 @@ def baseline(tmp_path_factory):
         p = lab(project, "run", name, "--no-progress")
         assert p.returncode == 0, p.stderr
         out[name] = comparable(latest(project, name))
+    out["llm_cache"] = project / "cache" / "llm.sqlite"
     return out
 
 
-def fresh(tmp_path: Path) -> Path:
+def fresh(tmp_path: Path, llm_cache: Path | None = None) -> Path:
+    """A new project; with ``llm_cache``, its LLM cache starts as a copy of that one (for a fault
+    that strikes before the first model call or after the last, whose calls are not the point)."""
     project = tmp_path / "project"
     shutil.copytree(FIXTURES, project)
+    if llm_cache is not None:
+        (project / "cache").mkdir()
+        with sqlite3.connect(llm_cache) as src, sqlite3.connect(project / "cache" / "llm.sqlite") as dst:
+            src.backup(dst)
     return project
 
 
@@ -82,8 +89,9 @@ def resume_and_compare(project: Path, name: str, baseline: dict) -> dict:
 
 
 def test_killed_while_indexing(tmp_path, baseline):
-    """SIGKILL at the last moment of an index build: the table is written, not yet renamed."""
-    project = fresh(tmp_path)
+    """SIGKILL at the last moment of an index build: the table is written, not yet renamed. The
+    model calls come from the uninterrupted run's cache: this fault strikes before the first."""
+    project = fresh(tmp_path, baseline["llm_cache"])
     p = lab(project, "run", "small", "--no-progress", LAB_FAULT="index.before_rename")
     assert p.returncode == -9
     indexes = project / "cache" / "indexes"
@@ -92,11 +100,13 @@ def test_killed_while_indexing(tmp_path, baseline):
     results = resume_and_compare(project, "small", baseline)
     assert results["index"]["reused"] is False  # the half-built index was thrown away and built again
     assert results["index"]["texts_embedded"] == 0 and embedded > 0  # chunk vectors from the cache
+    assert all(u["calls"] == 0 for u in results["llm_usage"].values())
 
 
 def test_killed_while_writing_the_run(tmp_path, baseline):
-    """SIGKILL after every file of the run is written, before the folder is renamed into place."""
-    project = fresh(tmp_path)
+    """SIGKILL after every file of the run is written, before the folder is renamed into place (the
+    model calls from the uninterrupted run's cache: what is tested is the run's folder)."""
+    project = fresh(tmp_path, baseline["llm_cache"])
     p = lab(project, "run", "small", "--no-progress", LAB_FAULT="run.before_rename")
     assert p.returncode == -9
     assert list((project / "reports" / "small").glob(".*.tmp-*"))  # the half-written run, not a run
