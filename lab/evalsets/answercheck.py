@@ -17,36 +17,47 @@ left 24% and 29% bad, not the 20% a default needed (36% and 38% without it): opt
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 from lab.evidence.text import content_words as words
 from lab.models.llm import LabLLM, LLMCallError
 from lab.prompts import Prompt
 
 PROMPT = "answer-check-v1"
+#: The check over the passage: the sentence among its neighbours (docs/own-documents.md#passage-check).
+PASSAGE_PROMPT = "answer-check-passage-v1"
 INSIDE = 0.6
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 300}},
           "required": ["answer"], "additionalProperties": False}
 
 
-def read(question: str, sentence: str, answer: str) -> str | None:
-    """Why the reply ``answer`` fails the question (None: it passes)."""
+def read(question: str, sentence: str, answer: str, neighbours: Sequence[str] = ()) -> str | None:
+    """Why the reply ``answer`` fails the question (None: it passes); with ``neighbours`` (the
+    passage's other sentences), also when one of them holds more of the answer's words."""
     said = words(answer)
     if answer.strip().upper().startswith("NONE") or not said:
-        return "the model finds no answer to it in its sentence"
-    inside = len(said & words(sentence)) / len(said)
-    if inside < INSIDE:
-        return f"the model's answer is not the sentence's words ({inside:.0%} of them are)"
+        return f"the model finds no answer to it in its {'passage' if neighbours else 'sentence'}"
+    mine = len(said & words(sentence))
+    if mine / len(said) < INSIDE:
+        return f"the model's answer is not the sentence's words ({mine / len(said):.0%} of them are)"
+    if any(len(said & words(other)) > mine for other in neighbours):
+        return f"the model's answer ({answer[:60]!r}) is a neighbouring sentence's words more than its own"
     if not (said & words(sentence)) - words(question):
         return f"the model's answer ({answer[:60]!r}) adds nothing to the question: circular"
     return None
 
 
-def check(llm: LabLLM, prompt: Prompt, question: str, sentence: str, seed: int) -> str | None:
-    """One call: why the model's answer to ``question`` from ``sentence`` fails (None: it passes)."""
-    messages = prompt.messages(question=question, sentence=sentence)
+def check(llm: LabLLM, prompt: Prompt, question: str, sentence: str, seed: int,
+          before: Sequence[str] = (), after: Sequence[str] = ()) -> str | None:
+    """One call: why the model's answer to ``question`` from ``sentence`` fails (None: it passes).
+    With ``PASSAGE_PROMPT``, the model reads the sentence between ``before`` and ``after``."""
+    if "passage" in prompt.fields:
+        messages = prompt.messages(question=question, passage=" ".join([*before, sentence, *after]))
+    else:
+        messages = prompt.messages(question=question, sentence=sentence)
     try:
         out = llm.chat(messages, prompt.version, schema=SCHEMA, temperature=0.0, seed=seed, max_tokens=80)
         answer = str(json.loads(out.text)["answer"])
     except (LLMCallError, ValueError, KeyError, TypeError) as exc:
         return f"the answer check's reply is not the JSON asked for ({type(exc).__name__})"
-    return read(question, sentence, answer)
+    return read(question, sentence, answer, [*before, *after] if "passage" in prompt.fields else ())
