@@ -49,10 +49,10 @@ def add_parsers(sub: Any, common: Any) -> None:
                      help="extractive (the default): the model writes only the question to a sentence chosen by "
                           "rule; abstractive: it writes excerpt, question and answer from a window of text")
     gen.add_argument("--answer-check", action="store_true",
-                     help="extractive: ask the model for each question's answer from its sentence; drop the question whose"
-                          " answer is missing, not the sentence's words, or circular (a call a question; held out, bad "
-                          "rows 31%% to 22%%, 18-19 of 110 good ones dropped: docs/own-documents.md; raise "
-                          "--max-candidates to 6 n)")
+                     help="extractive: ask the model for each question's answer from its passage (its sentence and those"
+                          " within 2); drop the question whose answer is missing, a neighbour's words, or circular (a "
+                          "call a question; held out: bad rows 31%% to 17%%, 6 of 21 good ones dropped; raise "
+                          "--max-candidates to 8 n)")
     gen.add_argument("--local-round-trip", type=int, default=2, metavar="W", choices=range(11),
                      help="extractive: drop a question a sentence within W of its own answers better, by words or by "
                           "meaning (0 to 10; default: 2; 0: off; held out: 4 of 15 bad rows, 2 of 22 good ones dropped)")

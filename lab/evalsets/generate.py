@@ -69,8 +69,8 @@ from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, derive_
 from lab.evalsets import grounding
 from lab.evidence.states import words_not_in_spans
 from lab.evidence.text import fold
-from lab.evalsets.questions import interruptible as _interruptible
-from lab.evalsets.questions import tally
+from lab.evalsets.pacing import interruptible as _interruptible
+from lab.evalsets.pacing import tally
 from lab.evalsets.tasks import (EXCERPT_MODES, WINDOW_CHARS, _cite_schema, _cited,
                                 _held_schema, _schema, choices, windows)
 from lab.metrics.injection import suspect_reasons

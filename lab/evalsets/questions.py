@@ -33,9 +33,8 @@ import math
 import re
 import time
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable
 
 import numpy as np
 
@@ -43,6 +42,7 @@ from lab.evalsets import answercheck
 from lab.evalsets.asks import _GENERIC, _TERM, answer_type, asks_elsewhere, restates
 from lab.evalsets.excerpts import NEAR_DUPLICATE, derive_keywords, names_a_file, quotes_own_answer, size_problem, vague
 from lab.evalsets.extract import Block, Candidate, blocks, candidates, census, prose_sentences
+from lab.evalsets.pacing import _Pace, interruptible, tally
 from lab.evalsets.standalone import plain
 from lab.evidence.text import content_words, fold
 from lab.metrics.injection import suspect_reasons
@@ -118,13 +118,17 @@ class RoundTrip:
         (``[first, end)``: its document's), by words (content words shared with ``question``) and by
         meaning: a question its neighbour answers better ranks it below that neighbour. Its rivals are
         in any chunk that holds it: no retriever is favoured (docs/own-documents.md#local-round-trip)."""
-        first, end = bounds if bounds is not None else (0, len(self.texts))
-        near = list(range(max(first, at - window), min(end, at + window + 1)))
+        near = self.window(at, window, bounds)
         q = content_words(question)
         shared = np.array([len(q & self._words[i]) for i in near])
         sims = self.vectors()[near] @ qvec
         own = near.index(at)
         return int((shared > shared[own]).sum()) + 1, int((sims > sims[own]).sum()) + 1
+
+    def window(self, at: int, window: int, bounds: tuple[int, int] | None = None) -> list[int]:
+        """Sentence ``at`` and those within ``window`` of it inside ``bounds`` (``[first, end)``), in order."""
+        first, end = bounds if bounds is not None else (0, len(self.texts))
+        return list(range(max(first, at - window), min(end, at + window + 1)))
 
     def ranks(self, question: str, sentence: str, qvec: np.ndarray) -> tuple[int | None, int | None]:
         """The rank of ``sentence`` (its best copy) among the sentences for ``question``: by words
@@ -185,27 +189,6 @@ def coverage_order(docs: dict[str, str], seed: int, cut: dict[str, list[Block]] 
 # The loop
 
 
-class _Halt:
-    """Whether Ctrl-C stopped the block (see :func:`interruptible`)."""
-
-    def __init__(self) -> None:
-        self.hit = False
-
-    def __bool__(self) -> bool:
-        return self.hit
-
-
-@contextmanager
-def interruptible() -> Iterator[_Halt]:
-    """Ctrl-C inside the block ends the block quietly: the flag it yields turns true, and the
-    caller keeps, writes and reports what it had (``lab generate``'s rows)."""
-    halt = _Halt()
-    try:
-        yield halt
-    except KeyboardInterrupt:
-        halt.hit = True
-
-
 @dataclass
 class Extracted:
     rows: list[dict]
@@ -221,8 +204,9 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
     accepted (``lab generate`` writes it at once); the loop stops at ``deadline`` (a
     ``time.monotonic()`` value) or on Ctrl-C, keeping what it accepted (``stats["stopped"]``).
     ``literal``: the HTML pages' ``<pre>`` ranges (:attr:`lab.rag.loaders.Corpus.literal`).
-    ``checker``: ask it for each question's answer (:mod:`lab.evalsets.answercheck`) and reject
-    the question its reply fails (``answer_check``); None: no such call. ``local_window``: reject
+    ``checker``: ask it for each question's answer from the passage (its sentence among those within
+    :data:`LOCAL_WINDOW`: :mod:`lab.evalsets.answercheck`) and reject the question its reply fails
+    (``answer_check``); None: no such call. ``local_window``: reject
     the question that does not rank its own sentence first, by words and by meaning, among the
     sentences within that many of it (``local_round_trip``: :meth:`RoundTrip.local_ranks`); None:
     no such check."""
@@ -249,7 +233,7 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
     vectors: list[np.ndarray] = []
     rejected: dict[str, list[dict]] = {r: [] for r in REASONS + (("local_round_trip",) if local_window else ())
                                        + (("answer_check",) if checker else ())}
-    asked = load_prompt(answercheck.PROMPT) if checker else None
+    asked = load_prompt(answercheck.PASSAGE_PROMPT) if checker else None
     tried = 0
     only = Counter()  # questions each ranker alone let through the round trip
     stopped = None
@@ -287,8 +271,11 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
                 sims = [float(qvec @ v) for v in vectors]
                 if max(sims) >= NEAR_DUPLICATE:
                     reason, detail = "near_duplicate", f"cosine {max(sims):.3f} to an accepted question"
-            if reason is None and checker is not None:
-                if (why := answercheck.check(checker, asked, question, sentence, seed)) is not None:
+            if reason is None and checker is not None:  # the passage: its sentence among those within LOCAL_WINDOW
+                i = at[(c.source, c.start)]
+                near = trip.window(i, LOCAL_WINDOW, bounds[c.source])
+                before, after = [clean(pool_texts[j]) for j in near if j < i], [clean(pool_texts[j]) for j in near if j > i]
+                if (why := answercheck.check(checker, asked, question, sentence, seed, before, after)) is not None:
                     reason, detail = "answer_check", why
             if reason is not None:
                 rejected[reason].append({"category": c.category, "sources": [c.source], "detail": detail,
@@ -327,7 +314,7 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
         "by_document": {s: per_doc.get(s, 0) for s in order},
         "documents_without_questions": [s for s in order if not per_doc.get(s)],
         "sections_with_questions": len(sections),
-        "prompts": {PROMPT: prompt.sha256, **({answercheck.PROMPT: asked.sha256} if asked else {})},
+        "prompts": {PROMPT: prompt.sha256, **({asked.version: asked.sha256} if asked else {})},
         "coverage_rule": "weighted fair queuing on documents' prose characters, sections in turn",
         "seconds": round(seconds, 1),
         "seconds_per_accepted": round(seconds / len(rows), 2) if rows else None,
@@ -389,31 +376,3 @@ def _asked(text: str) -> str:
         if opened is None:
             raise
         return json.loads('"' + text[opened.end():] + '"') + "?"
-
-
-class _Pace:
-    """The seconds a candidate takes when its call is computed (a cached call takes none), for an
-    ETA that a resumed or cached start does not make too short."""
-
-    def __init__(self) -> None:
-        self.spent, self.computed = 0.0, 0
-
-    def add(self, seconds: float) -> None:
-        if seconds > CACHED_SECONDS:
-            self.spent += seconds
-            self.computed += 1
-
-    def left(self, wanted: int, accepted: int, tried: int, budget: int) -> float | None:
-        if not self.computed or not accepted:
-            return None
-        return min(budget, wanted * tried / accepted) * self.spent / self.computed
-
-
-#: A candidate that took less than this came from the cache.
-CACHED_SECONDS = 0.3
-
-
-def tally(tried: int, rejected: dict[str, list]) -> str:
-    """The progress note: candidates tried so far and rejections by reason."""
-    rej = ", ".join(f"{r} {len(v)}" for r, v in rejected.items() if v)
-    return f"{tried} candidates tried, rejected: {rej or 'none'}"

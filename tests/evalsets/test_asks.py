@@ -116,7 +116,7 @@ def test_the_parts_alone():
 
 
 def test_the_eta_counts_computed_candidates_only():
-    from lab.evalsets.questions import _Pace
+    from lab.evalsets.pacing import _Pace
 
     pace = _Pace()
     for seconds in (0.01, 0.02, 9.0, 11.0):  # two from the cache, two computed: 10 s a candidate

@@ -163,11 +163,12 @@ class Answers(Scripted):
 
     def __init__(self, outs):
         super().__init__(outs)
-        self.asked = []
+        self.asked, self.read = [], []
 
     def chat(self, messages, schema, temperature, seed, max_tokens=None, head=None, stop=None):
         self.n += 1
         self.asked.append(messages[-1]["content"].split("QUESTION: ", 1)[1].split("\n", 1)[0])
+        self.read.append(messages[-1]["content"].split("<<<\n", 1)[1].split("\n>>>", 1)[0])
         return Completion(json.dumps({"answer": self.outs[self.n - 1]}), 80, 6, 0.1, "stop")
 
 
@@ -186,6 +187,30 @@ def test_the_answer_check_reads_the_models_answer_by_rule():
         "the model's answer ('the daily backup copies') adds nothing to the question: circular")
 
 
+def test_the_passage_check_reads_the_answer_against_the_sentences_neighbours():
+    from lab.evalsets.answercheck import PASSAGE_PROMPT, check, read
+    from lab.prompts import load_prompt
+
+    before = ["Backups run every night."]
+    sentence = "The daily backup starts at 02:00 and keeps 14 copies."
+    after = ["Weekly archives keep 52 copies on tape."]
+    question = "How many copies does the daily backup keep?"
+    assert read(question, sentence, "keeps 14 copies", before + after) is None  # all 3 of its words here, 1 in the next
+    assert read(question, sentence, "NONE", before + after) == "the model finds no answer to it in its passage"
+    # "52 copies tape": 1 of 3 words is the sentence's (33%) < 60%: read as the answer check reads it
+    assert read(question, sentence, "52 copies on tape", before + after).startswith("the model's answer is not the sentence's")
+    # 4 of its 5 words are the sentence's (80%), and the next sentence holds all 5
+    near = ["The daily backup keeps copies for weeks."]
+    assert read("How long are copies kept?", sentence, "daily backup keeps copies for weeks", near) == (
+        "the model's answer ('daily backup keeps copies for weeks') is a neighbouring sentence's words more than its own")
+    assert read("How long are copies kept?", sentence, "daily backup keeps copies for weeks") is None  # no rival
+    # one call: the model reads the passage in order, the sentence between its neighbours
+    answers = Answers(["14 copies"])
+    checker = LabLLM(LLMPlan(LLMConfig(), "check", "m.gguf", "m:1"), None, answers)
+    assert check(checker, load_prompt(PASSAGE_PROMPT), question, sentence, 0, before, after) is None
+    assert answers.asked == [question] and answers.read == [" ".join(before + [sentence] + after)]
+
+
 def test_the_answer_check_rejects_a_question_its_answer_fails_and_counts_its_calls():
     llm = _llm(["How many copies does the daily backup keep?",
                 "Which folder does a Restic restore use?",  # asks_elsewhere: never checked
@@ -196,10 +221,13 @@ def test_the_answer_check_rejects_a_question_its_answer_fails_and_counts_its_cal
     s = out.stats
     assert [r["question"] for r in out.rows] == ["How many copies does the daily backup keep?"]
     assert {k: v["n"] for k, v in s["rejected"].items() if v["n"]} == {"asks_elsewhere": 1, "answer_check": 1}
-    assert s["rejected"]["answer_check"]["examples"][0]["detail"] == "the model finds no answer to it in its sentence"
+    assert s["rejected"]["answer_check"]["examples"][0]["detail"] == "the model finds no answer to it in its passage"
     assert answers.asked == ["How many copies does the daily backup keep?",
                              "What does the prune command do to backups older than 30 days?"]
-    assert s["usage"]["check"]["calls"] == 2 and "answer-check-v1" in s["prompts"]
+    # each reads its passage: the prose sentences of its document within two of its own, the console left out
+    assert answers.read == ["The daily backup starts at 02:00 and keeps 14 copies. Backups older than 30 days are "
+                            "deleted by the prune command."] * 2
+    assert s["usage"]["check"]["calls"] == 2 and "answer-check-passage-v1" in s["prompts"]
     plain = extractive(DOCS, _llm(["How many copies does the daily backup keep?"]), embed, n=1, seed=0, round_trip_k=1)
     assert "answer_check" not in plain.stats["rejected"] and list(plain.stats["prompts"]) == ["generate-q-v2"]
 
@@ -209,8 +237,8 @@ def test_the_cli_counts_the_answer_checks_calls_and_refuses_it_in_the_abstractiv
     args = ["generate", "--kb", str(kb), "--out", str(tmp_path / "kb.jsonl"), "--n", "10", "--answer-check",
             "--experiments", str(ROOT / "experiments")]
     plan = lab(tmp_path, *args, "--dry-run")
-    # the 2-core prior of the checked role: 5.2 calls an accepted question (writer and check), 2.6 s a call
-    assert plan.returncode == 0 and "questions-checked qwen2.5-coder-1.5b-instruct: ~52 calls, about 2 min 15 s" in plan.stdout
+    # the 2-core prior of the checked role: 6.6 calls an accepted question (writer and check), 2.6 s a call
+    assert plan.returncode == 0 and "questions-checked qwen2.5-coder-1.5b-instruct: ~66 calls, about 2 min 52 s" in plan.stdout
     refused = lab(tmp_path, *args, "--mode", "abstractive")
     assert refused.returncode == 2 and "--answer-check checks the extractive mode's questions" in refused.stderr
     assert not (tmp_path / "kb.jsonl").exists()
