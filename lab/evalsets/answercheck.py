@@ -58,7 +58,8 @@ def check(llm: LabLLM, prompt: Prompt, question: str, sentence: str, seed: int,
           before: Sequence[str] = (), after: Sequence[str] = ()) -> str | None:
     """One call: why the model's answer to ``question`` from ``sentence`` fails (None: it passes).
     With ``PASSAGE_PROMPT``, the model reads the sentence between ``before`` and ``after``."""
-    if "passage" in prompt.fields:
+    passage = "passage" in prompt.fields
+    if passage:
         messages = prompt.messages(question=question, passage=" ".join([*before, sentence, *after]))
     else:
         messages = prompt.messages(question=question, sentence=sentence)
@@ -67,4 +68,4 @@ def check(llm: LabLLM, prompt: Prompt, question: str, sentence: str, seed: int,
         answer = str(json.loads(out.text)["answer"])
     except (LLMCallError, ValueError, KeyError, TypeError) as exc:
         return f"the answer check's reply is not the JSON asked for ({type(exc).__name__})"
-    return read(question, sentence, answer, [*before, *after] if "passage" in prompt.fields else ())
+    return read(question, sentence, answer, [*before, *after] if passage else ())

@@ -28,7 +28,7 @@ def interruptible() -> Iterator[_Halt]:
         halt.hit = True
 
 
-class _Pace:
+class Pace:
     """The seconds a candidate takes when its call is computed (a cached call takes none), for an
     ETA that a resumed or cached start does not make too short."""
 

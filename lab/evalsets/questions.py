@@ -42,7 +42,7 @@ from lab.evalsets import answercheck
 from lab.evalsets.asks import _GENERIC, _TERM, answer_type, asks_elsewhere, restates
 from lab.evalsets.excerpts import NEAR_DUPLICATE, derive_keywords, names_a_file, quotes_own_answer, size_problem, vague
 from lab.evalsets.extract import Block, Candidate, blocks, candidates, census, prose_sentences
-from lab.evalsets.pacing import _Pace, interruptible, tally
+from lab.evalsets.pacing import Pace, interruptible, tally
 from lab.evalsets.standalone import plain
 from lab.evidence.text import content_words, fold
 from lab.metrics.injection import suspect_reasons
@@ -239,7 +239,7 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
     stopped = None
     sections: set[tuple[str, str]] = set()  # (document, section) of the accepted rows
     head = prompt.head("title")
-    pace = _Pace()
+    pace = Pace()
     with Ticker("generate", n, show_progress, unit="questions") as ticker, interruptible() as halt:
         for c in coverage_order(docs, seed, cut, found):
             if len(rows) >= n or tried >= budget:

@@ -116,15 +116,15 @@ def test_the_parts_alone():
 
 
 def test_the_eta_counts_computed_candidates_only():
-    from lab.evalsets.pacing import _Pace
+    from lab.evalsets.pacing import Pace
 
-    pace = _Pace()
+    pace = Pace()
     for seconds in (0.01, 0.02, 9.0, 11.0):  # two from the cache, two computed: 10 s a candidate
         pace.add(seconds)
     # 6 questions wanted, 2 accepted of 4 tried: 12 candidates more, 10 s each; at most the budget left
     assert pace.left(6, 2, 4, 100) == 120.0
     assert pace.left(6, 2, 4, 5) == 50.0
-    assert _Pace().left(6, 2, 4, 100) is None
+    assert Pace().left(6, 2, 4, 100) is None
 
 
 def test_two_questions_in_one_are_refused():
