@@ -542,7 +542,7 @@ def shared_cache(tmp_path_factory) -> Path:
 def test_shipped_design_configs_run_retrieval_only(project, name, shared_cache):
     """Each shipped design config validates and runs retrieval-only (here on the fixture's documents).
     The configs share one cache, as a user's runs do: the summary configs' one index (its 4 summaries
-    from the real LLM) is built once, and no config is served another's retrievals."""
+    from the real LLM) is built once."""
     cfg = load_experiment(name, ROOT / "experiments")
     assert cfg.headers or cfg.reranker or cfg.query or cfg.merge or cfg.chunker.name in ("sentence_window",
                                                                                         "parent_child")
