@@ -39,15 +39,18 @@ THROUGHPUT_FILE = "throughput.json"
 #: ``testset`` is ``lab generate --mode abstractive``'s writer: 52 s an accepted question on npm's
 #: documentation, its support checks included (docs/own-documents.md; 77 s before excerpts were
 #: held); ``questions`` the extractive mode's (the default), a question to a sentence chosen by
-#: rule, no check call (``generate-q-v2``: the sentence alone, the reply stopped at its ``?``):
-#: about 2.5 candidates an accepted question (restic's manual: 44 for 20; Black's documentation:
-#: 115 for 45), 2.1-2.4 s a call on an idle machine (docs/own-documents.md); ``questions-checked``
-#: adds ``--answer-check``'s call a question that passes the rules, of which it keeps about half
-#: (24 of 45 on Bottle's documentation): (2.5 + 1) / 0.53, about 6.6 calls an accepted question.
+#: rule, no check call (``generate-q-v2``: the sentence alone, the reply stopped at its ``?``),
+#: its local round trip on: about 3.2 candidates an accepted question (restic's manual: 436 for
+#: 150, twice; Bottle's documentation: 158 for 45) at about 3.0 s a call (2.9 s on restic's
+#: manual on an idle machine, 2.5-4.5 s on other days; docs/own-documents.md#first-hour-5);
+#: ``questions-checked`` adds ``--answer-check``'s call a question that passes the rules, of which
+#: it keeps about half, about 7.5 calls an accepted question (Bottle: 260 writer and 80 check calls
+#: for 45; Peewee: 242 and 89) at about 3.5 s a call (a check call takes about 1.7 times a
+#: writer's: 6.6 s against 3.9 s on both sets).
 #: ``judge``: a graded text (three calls for the rubric methods); ``paraphrase``: a checked
 #: question (1.8 calls with its retries: 9 for 5 questions of turn13, 6.2 s each, measured here).
 PRIOR = {"generation": (17.3, 1.0), "judge": (4.0, 3.0), "query": (2.0, 1.0), "testset": (17.4, 3.0),
-         "questions": (2.4, 2.5), "questions-checked": (2.6, 6.6), "paraphrase": (6.2, 1.8)}
+         "questions": (3.0, 3.2), "questions-checked": (3.5, 7.5), "paraphrase": (6.2, 1.8)}
 #: Fewer computed calls than this do not replace an earlier measurement.
 MIN_CALLS = 3
 

@@ -104,8 +104,8 @@ def test_generate_dry_run_estimates_before_loading_any_model(cli, project):
         "  testset    smollm2-135m-instruct: ~30 calls, about 8 min 42 s (2-core prior)"]
     code, out, err = cli(*common, "--max-minutes", "5")  # extractive: one call a candidate, no check
     assert code == 0, err
-    assert out.splitlines()[1:4] == ["  questions  smollm2-135m-instruct: ~25 calls, about 1 min 00 s (2-core prior)",
-                                     "  estimated total: about 1 min 00 s (from the 2-core prior where this machine "
+    assert out.splitlines()[1:4] == ["  questions  smollm2-135m-instruct: ~32 calls, about 1 min 36 s (2-core prior)",
+                                     "  estimated total: about 1 min 36 s (from the 2-core prior where this machine "
                                      "has no measurement yet; a run measures it)",
                                      "  stops after 5 minutes, keeping what was accepted"]
     assert not (project / "new.jsonl").exists()
