@@ -2,7 +2,8 @@
 against raw llama-cpp-python replaying the same calls.
 
     .venv/bin/python bench/generate.py [--kb DIR] [--n 10] [--smoke] [--mode extractive|abstractive]
-                                       [--excerpt held|copied|cited] [--no-replay] [--out FILE]
+                                       [--excerpt held|copied|cited] [--answer-check] [--no-replay]
+                                       [--out FILE]
 
 Runs ``lab generate``'s loop, :func:`lab.evalsets.questions.extractive` (``--mode extractive``, the
 default: a question to a sentence chosen by rule) or :func:`lab.evalsets.generate.generate`
@@ -19,6 +20,8 @@ freely, then located) or ``cited`` (by sentence number, ``generate-qa-v2``), to 
 The raw replay evaluates every prompt whole under the call's grammar; the lab evaluates each
 prompt's fixed head once per task and a held excerpt's forced text as a batch
 (``LlamaCppBackend``), so its texts may differ from the replay's in the last bits.
+``--answer-check``: the extractive mode with ``lab generate --answer-check``'s passage check (a
+second call for each question the rules pass), to weigh its cost against the default's.
 ``--smoke``: SmolLM2 on the test fixture's knowledge base, 2 candidates. Run both modes over
 the same documents to compare their accepted questions per minute.
 """
@@ -64,6 +67,8 @@ def main() -> int:
                     help="lab generate's mode (default extractive)")
     ap.add_argument("--excerpt", choices=("held", "copied", "cited"), default="held",
                     help="how the model gives its excerpt (default held: under a grammar of the window's sentences)")
+    ap.add_argument("--answer-check", action="store_true",
+                    help="extractive: the passage check's call for each question the rules pass (lab generate --answer-check)")
     ap.add_argument("--no-replay", action="store_true", help="skip the raw llama.cpp replay (accepted per minute only)")
     ap.add_argument("--out", type=Path, help="also write the accepted rows here (JSONL), to read them")
     args = ap.parse_args()
@@ -77,7 +82,10 @@ def main() -> int:
     resolved = resolve_hf_model(EmbeddingConfig().model, "embedding model")
     offline_env_for([resolved])
     embedder = build_embedding(EmbeddingConfig(), resolved, cache_dir())
-    roles = ("questions",) if args.mode == "extractive" else ("testset", "check")
+    if args.answer_check and args.mode != "extractive":
+        ap.error("--answer-check checks the extractive mode's questions")
+    roles = ("testset", "check") if args.mode == "abstractive" else ("questions", "check") if args.answer_check \
+        else ("questions",)
     plans = [resolve_llm(LLMConfig(model=model), role, ROOT) for role in roles]
     with tempfile.TemporaryDirectory() as tmp:  # an empty LLM cache: every call computed
         cache = CallCache(Path(tmp) / "llm.sqlite")
@@ -89,7 +97,8 @@ def main() -> int:
         t0 = time.perf_counter()
         if args.mode == "extractive":
             out = extractive(docs, llms[0], embed, n, 0, max_candidates=2 if args.smoke else None,
-                             literal=corpus.literal, local_window=LOCAL_WINDOW)
+                             literal=corpus.literal, local_window=LOCAL_WINDOW,
+                             checker=llms[1] if args.answer_check else None)
         else:
             out = generate(docs, llms[0], llms[1], embed,
                            Options(n=n, max_candidates=2 if args.smoke else None, excerpt=args.excerpt))
@@ -101,7 +110,8 @@ def main() -> int:
         args.out.with_suffix(".gen.json").write_text(json.dumps(s, indent=1, ensure_ascii=False), encoding="utf-8")
     per_min = 60 * s["n_accepted"] / lab_s
     tokens = sum(u["completion_tokens"] for u in s["usage"].values() if u)
-    how = "mode extractive" if args.mode == "extractive" else f"excerpts {args.excerpt}"
+    how = f"excerpts {args.excerpt}" if args.mode == "abstractive" else \
+        "mode extractive" + (", --answer-check" if args.answer_check else "")
     print(f"{s['n_accepted']} accepted of {s['candidates']} candidates ({100 * s['acceptance_rate']:.0f}%) "
           f"from {len(docs)} documents; model {model}; {how}")
     print(f"accepted per minute {per_min:.2f}; lab {lab_s:.1f} s; {tokens} tokens written, "
@@ -113,6 +123,9 @@ def main() -> int:
         trip = s["round_trip"]
         print(f"round trip among {trip['sentences']} sentences: passed by words only {trip['passed_by_words_only']}, "
               f"by meaning only {trip['passed_by_meaning_only']}")
+        if args.answer_check:
+            print(f"answer check: {s['usage']['check']['calls']} calls, "
+                  f"{s['rejected'].get('answer_check', {}).get('n', 0)} questions rejected")
     if args.no_replay:
         print(f"rejected: {({k: v['n'] for k, v in s['rejected'].items() if v['n']})}")
         return 0

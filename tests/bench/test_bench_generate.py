@@ -25,6 +25,22 @@ def test_generate_bench_smoke_extractive():
     assert out.stdout.rstrip().endswith("smoke: ok")
 
 
+def test_generate_bench_smoke_answer_check():
+    out = subprocess.run([sys.executable, "bench/generate.py", "--smoke", "--answer-check"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"; mode extractive, --answer-check$", out.stdout, re.M), out.stdout
+    checks = re.search(r"^answer check: (\d+) calls, (\d+) questions rejected$", out.stdout, re.M)
+    candidates = int(re.search(r"of (\d+) candidates", out.stdout).group(1))
+    assert checks and int(checks.group(2)) <= int(checks.group(1)) <= candidates, out.stdout
+    # the raw replay makes the writer's calls and the check's: one a candidate, one a question the rules passed
+    m = re.search(r"^raw replay ([\d.]+) s \((\d+) calls, (\d+) texts differ\)", out.stdout, re.M)
+    assert m and int(m.group(2)) == candidates + int(checks.group(1)), out.stdout
+    refused = subprocess.run([sys.executable, "bench/generate.py", "--smoke", "--answer-check", "--mode", "abstractive"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "--answer-check checks the extractive mode's questions" in refused.stderr
+
+
 def test_generate_bench_smoke():
     out = subprocess.run([sys.executable, "bench/generate.py", "--smoke", "--mode", "abstractive"], cwd=ROOT,
                          capture_output=True, text=True, timeout=900)
