@@ -194,9 +194,8 @@ def _generate_plan(args: argparse.Namespace) -> list[str]:
 
 def _role(args: argparse.Namespace) -> str:
     """The LLM role of ``lab generate``'s calls: ``questions`` (extractive), ``testset`` (abstractive)."""
-    if args.mode != "extractive":
-        return "testset"
-    return "questions-checked" if getattr(args, "answer_check", False) else "questions"
+    extractive = "questions-checked" if getattr(args, "answer_check", False) else "questions"
+    return extractive if args.mode == "extractive" else "testset"
 
 
 def _cache(args: argparse.Namespace) -> Path:
@@ -278,7 +277,7 @@ def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str,
     from lab.models.llm import build_llm
     from lab.models.resolve import resolve_llm
 
-    from lab.eval.estimate import record
+    from lab.eval import estimate
 
     loader, embedding, llm_cfg = _settings(args)
     project = args.experiments.resolve().parent
@@ -312,7 +311,7 @@ def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str,
     stats = {**head, **outcome.stats}
     write_atomic(sidecar, json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
     both = [u for u in stats["usage"].values() if u]  # the writer's and the support check's calls, as one
-    record(_cache(args), {_role(args): {k: sum(u[k] for u in both) for k in ("calls", "cached", "seconds")}},
+    estimate.record(_cache(args), {_role(args): {k: sum(u[k] for u in both) for k in ("calls", "cached", "seconds")}},
            stats["n_accepted"], {_role(args): (writer.plan, None)})
     if not outcome.rows:  # an empty eval set is not one: the sidecar says why each candidate failed
         out.unlink(missing_ok=True)
@@ -324,8 +323,8 @@ def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str,
     rej = {k: v["n"] for k, v in stats["rejected"].items() if v["n"]}
     print(f"{stats['n_accepted']} questions of {stats['n_requested']} from {stats['candidates']} candidates "
           f"({100 * stats['acceptance_rate']:.0f}% accepted) in {stats['seconds']:.0f} s")
-    costs = [u["cost_usd"] for u in stats["usage"].values() if u is not None]
-    if all(c is not None for c in costs) and sum(costs) > 0:
+    costs = [u["cost_usd"] for u in stats["usage"].values() if u]
+    if None not in costs and sum(costs):
         print(f"cost: ${sum(costs):.4f}")
     if stats["seconds_per_accepted"]:
         print(f"{stats['seconds_per_accepted']:.1f} s per accepted question")
@@ -336,9 +335,10 @@ def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str,
         print(f"sentences: {seen['candidates']} candidates of {seen['prose_sentences']} in prose; left out: "
               f"{left or 'none'} (examples in {sidecar.name})")
     if stats["documents_without_questions"]:
-        print(f"{len(stats['documents_without_questions'])} of {len(docs)} documents have no question "
-              f"(see {sidecar.name})")
+        print(f"{len(stats['documents_without_questions'])} of {len(docs)} documents have no question (see {sidecar.name})")
     print(f"wrote {out} and {sidecar}")
+    if checker is None and not stats.get("stopped"):  # the default extractive mode: what --answer-check would add
+        print(estimate.checked_hint(writer.plan, args.n, stats["candidates"], _cache(args)))
     if stats.get("stopped"):
         print(f"stopped ({stats['stopped']}) with {stats['n_accepted']} of {stats['n_requested']} questions: the "
               "same command continues (its calls are cached)")

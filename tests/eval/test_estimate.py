@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from lab.config import LLMConfig, load_experiment
-from lab.eval.estimate import THROUGHPUT_FILE, describe, estimate, record, role_key
+from lab.eval.estimate import THROUGHPUT_FILE, checked_hint, describe, estimate, record, role_key
 from lab.judge.rubric import resolve_judge
 from lab.models.resolve import LLMPlan
 
@@ -109,3 +109,17 @@ def test_generate_dry_run_estimates_before_loading_any_model(cli, project):
                                      "has no measurement yet; a run measures it)",
                                      "  stops after 5 minutes, keeping what was accepted"]
     assert not (project / "new.jsonl").exists()
+
+
+def test_after_a_default_set_the_answer_checks_cost_counts_only_the_calls_not_cached(tmp_path):
+    """restic's first hour: 150 questions from 436 candidates. --answer-check's prior is 7.5 calls
+    an accepted question at 3.5 s: 1,125 calls, of which the 436 questions written are cached, so
+    689 more, 2,411.5 s; once this machine has measured the checked role, its own figures."""
+    plan = LLMPlan(LLMConfig(model="qwen2.5-coder-1.5b-instruct"), "questions", "x.gguf", "fp")
+    hint = checked_hint(plan, 150, 436, tmp_path)
+    assert hint.startswith("next: a set less often wrong, the same command with --answer-check --max-candidates 1200 ")
+    assert hint.endswith("the 436 questions written here are cached, ~689 calls more, about 40 min 12 s (2-core prior)")
+    (tmp_path / THROUGHPUT_FILE).write_text(json.dumps(
+        {role_key(plan, role="questions-checked"): {"s_per_call": 2.0, "calls_per_unit": 5.0}}))
+    assert checked_hint(plan, 150, 436, tmp_path).endswith("~314 calls more, about 10 min 28 s (measured here)")
+    assert "~0 calls more, about 0 s" in checked_hint(plan, 10, 436, tmp_path)  # all cached already
