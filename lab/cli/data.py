@@ -312,7 +312,7 @@ def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str,
     write_atomic(sidecar, json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
     both = [u for u in stats["usage"].values() if u]  # the writer's and the support check's calls, as one
     estimate.record(_cache(args), {_role(args): {k: sum(u[k] for u in both) for k in ("calls", "cached", "seconds")}},
-           stats["n_accepted"], {_role(args): (writer.plan, None)})
+                    stats["n_accepted"], {_role(args): (writer.plan, None)})
     if not outcome.rows:  # an empty eval set is not one: the sidecar says why each candidate failed
         out.unlink(missing_ok=True)
         if stats.get("stopped") == "interrupted":
