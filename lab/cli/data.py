@@ -51,7 +51,7 @@ def add_parsers(sub: Any, common: Any) -> None:
     gen.add_argument("--answer-check", action="store_true",
                      help="extractive: ask the model for each question's answer from its passage (its sentence and those"
                           " within 2); drop the question whose answer is missing, a neighbour's words, or circular (a "
-                          "call a question; held out, four sets generated with it: 11%% to 24%% bad, the default 27%% to 42%%; "
+                          "call a question; held out, six sets generated with it: 10%% to 33%% bad, the default 27%% to 42%%; "
                           "raise --max-candidates to 8 n)")
     gen.add_argument("--local-round-trip", type=int, default=2, metavar="W", choices=range(11),
                      help="extractive: drop a question a sentence within W of its own answers better, by words or by "

@@ -195,6 +195,6 @@ def checked_hint(plan: LLMPlan, n: int, tried: int, cache_root: Path) -> str:
     when = f", about {duration(cost.seconds * more / cost.calls)}" if cost.seconds is not None and cost.calls else ""
     written = f"the {tried} questions written here are cached" if tried != 1 else "the question written here is cached"
     return (f"next: a set less often wrong, the same command with --answer-check --max-candidates {8 * n} (on "
-            f"four documentation sets held out from its rules, sets made with it were 11% to 24% bad before review, "
+            f"six documentation sets held out from its rules, sets made with it were 10% to 33% bad before review, "
             f"the default's 27% to 42%; docs/own-documents.md#passage-check): {written}, ~{more} calls more{when} "
             f"({cost.source})")
