@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from lab.rag.loaders import Corpus
 
 ALL_FORMATS = [".md", ".txt", ".pdf", ".docx", ".html"]
+ANSWER_CHECK_HELD_OUT = "six held-out documentation sets: 10% to 33% bad before review with it, 27% to 42% without"
 
 
 def add_parsers(sub: Any, common: Any) -> None:
@@ -51,8 +52,7 @@ def add_parsers(sub: Any, common: Any) -> None:
     gen.add_argument("--answer-check", action="store_true",
                      help="extractive: ask the model for each question's answer from its passage (its sentence and those"
                           " within 2); drop the question whose answer is missing, a neighbour's words, or circular (a "
-                          "call a question; held out, six sets generated with it: 10%% to 33%% bad, the default 27%% to 42%%; "
-                          "raise --max-candidates to 8 n)")
+                          f"call a question; on {ANSWER_CHECK_HELD_OUT.replace('%', '%%')}; raise --max-candidates to 8 n)")
     gen.add_argument("--local-round-trip", type=int, default=2, metavar="W", choices=range(11),
                      help="extractive: drop a question a sentence within W of its own answers better, by words or by "
                           "meaning (0 to 10; default: 2; 0: off; held out: 4 of 15 bad rows, 2 of 22 good ones dropped)")
@@ -193,7 +193,7 @@ def _generate_plan(args: argparse.Namespace) -> list[str]:
 
 
 def _role(args: argparse.Namespace) -> str:
-    """The LLM role of ``lab generate``'s calls: ``questions`` (extractive), ``testset`` (abstractive)."""
+    """``lab generate``'s LLM role: ``questions``, ``questions-checked`` (--answer-check), ``testset`` (abstractive)."""
     extractive = "questions-checked" if getattr(args, "answer_check", False) else "questions"
     return extractive if args.mode == "extractive" else "testset"
 
@@ -338,7 +338,7 @@ def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str,
         print(f"{len(stats['documents_without_questions'])} of {len(docs)} documents have no question (see {sidecar.name})")
     print(f"wrote {out} and {sidecar}")
     if checker is None and not stats.get("stopped"):  # the default extractive mode: what --answer-check would add
-        print(estimate.checked_hint(writer.plan, args.n, stats["candidates"], _cache(args)))
+        print(estimate.checked_hint(writer.plan, args.n, stats["candidates"], _cache(args), ANSWER_CHECK_HELD_OUT))
     if stats.get("stopped"):
         print(f"stopped ({stats['stopped']}) with {stats['n_accepted']} of {stats['n_requested']} questions: the "
               "same command continues (its calls are cached)")

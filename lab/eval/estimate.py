@@ -186,15 +186,14 @@ def record(cache_root: Path, usage: dict[str, dict], n_questions: int, plans: di
             log.warning("could not store the measured LLM throughput in %s: %s", cache_root / THROUGHPUT_FILE, exc)
 
 
-def checked_hint(plan: LLMPlan, n: int, tried: int, cache_root: Path) -> str:
+def checked_hint(plan: LLMPlan, n: int, tried: int, cache_root: Path, held_out: str) -> str:
     """After a ``lab generate`` of ``n`` questions in the default extractive mode, which wrote
     ``tried`` questions (now cached): what ``--answer-check`` would add, in calls and time
-    (the ``questions-checked`` role's cost less the calls already cached)."""
+    (the ``questions-checked`` role's cost less the calls already cached), and ``held_out``, what
+    it did on documentation held out from its rules (the CLI's figures, which its help gives too)."""
     cost = role_cost("questions-checked", plan, n, cache_root)
     more = max(0, cost.calls - tried)
     when = f", about {duration(cost.seconds * more / cost.calls)}" if cost.seconds is not None and cost.calls else ""
     written = f"the {tried} questions written here are cached" if tried != 1 else "the question written here is cached"
     return (f"next: a set less often wrong, the same command with --answer-check --max-candidates {8 * n} (on "
-            f"six documentation sets held out from its rules, sets made with it were 10% to 33% bad before review, "
-            f"the default's 27% to 42%; docs/own-documents.md#passage-check): {written}, ~{more} calls more{when} "
-            f"({cost.source})")
+            f"{held_out}; docs/own-documents.md#passage-check): {written}, ~{more} calls more{when} ({cost.source})")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from lab.config import LLMConfig, load_experiment
+from lab.cli.data import ANSWER_CHECK_HELD_OUT
 from lab.eval.estimate import THROUGHPUT_FILE, checked_hint, describe, estimate, record, role_key
 from lab.judge.rubric import resolve_judge
 from lab.models.resolve import LLMPlan
@@ -116,10 +117,10 @@ def test_after_a_default_set_the_answer_checks_cost_counts_only_the_calls_not_ca
     an accepted question at 3.5 s: 1,125 calls, of which the 436 questions written are cached, so
     689 more, 2,411.5 s; once this machine has measured the checked role, its own figures."""
     plan = LLMPlan(LLMConfig(model="qwen2.5-coder-1.5b-instruct"), "questions", "x.gguf", "fp")
-    hint = checked_hint(plan, 150, 436, tmp_path)
+    hint = checked_hint(plan, 150, 436, tmp_path, ANSWER_CHECK_HELD_OUT)
     assert hint.startswith("next: a set less often wrong, the same command with --answer-check --max-candidates 1200 ")
     assert hint.endswith("the 436 questions written here are cached, ~689 calls more, about 40 min 12 s (2-core prior)")
     (tmp_path / THROUGHPUT_FILE).write_text(json.dumps(
         {role_key(plan, role="questions-checked"): {"s_per_call": 2.0, "calls_per_unit": 5.0}}))
-    assert checked_hint(plan, 150, 436, tmp_path).endswith("~314 calls more, about 10 min 28 s (measured here)")
-    assert "~0 calls more, about 0 s" in checked_hint(plan, 10, 436, tmp_path)  # all cached already
+    assert checked_hint(plan, 150, 436, tmp_path, ANSWER_CHECK_HELD_OUT).endswith("~314 calls more, about 10 min 28 s (measured here)")
+    assert "~0 calls more, about 0 s" in checked_hint(plan, 10, 436, tmp_path, ANSWER_CHECK_HELD_OUT)  # all cached already
