@@ -19,19 +19,21 @@ class Block(Protocol):
 
 
 #: A heading that names a release ("Version 5.2.1 — 2020-07-23", "2.11.1 (2018-05-05)", "v4.8",
-#: "Psycopg 3.1.7", "[23.1.0](https://...) - 2023-04-06"): a version, after a name or none, then
-#: nothing, a date or a parenthesis. A numbered section ("1.2 Installing", "Step 1.2") is none.
+#: "Psycopg 3.1.7", "[23.1.0](https://...) - 2023-04-06", "What's new in Celery 4.3 (rhubarb)",
+#: "Change history for Celery 2.4", "4.3.0 RC2"): a version, after a name or none, then nothing,
+#: a date or a parenthesis. A numbered section ("1.2 Installing", "Step 1.2") is none.
 _VERSION_HEADING = re.compile(
-    r"^(?:(?:version|release|changes\s+in(?:\s+version)?|what'?s\s+new\s+in(?:\s+version)?)\s+"
+    r"^(?:(?:version|release|(?:changes|change\s+history|release\s+notes)\s+(?:in|for)|what'?s\s+new\s+in)\s+"
+    r"(?:version\s+|[a-z][\w.-]*\s+)?"
     r"|(?!(?:step|part|chapter|section|appendix|figure|table|lesson|exercise)\b)[a-z][\w.-]*\s+)?v?\d+(?:\.\d+)+"
-    r"(?:[-.]?(?:a|b|c|rc|alpha|beta|dev|post)\d*)?"
+    r"(?:[-.]?(?:a|b|c|rc|alpha|beta|dev|post)\d*|\s(?:rc|alpha|beta)\s?\d+)?"
     r"(?:\s*[-\u2013\u2014:,/]?\s*(?:\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}\s+[A-Z][a-z]+\.?\s+\d{4}"
     r"|[A-Z][a-z]+\.?\s+\d{1,2},?\s+\d{4}|\([^()]*\)))?$", re.I)
 #: A heading that names a change log or a part of one ("Changelog", "Release notes", "Earlier
 #: History"): in a change log, a section of it like a release's.
-_LOG_HEADING = re.compile(r"^(?:(?:earlier|older|previous|past)\s+)?(?:history|change\s*log|changes|release\s+notes|"
-                          r"releases|news|what'?s\s+new)$", re.I)
-#: A change log has at least this many version headings.
+_LOG_HEADING = re.compile(r"^(?:(?:earlier|older|previous|past)\s+)?(?:history|change\s*log|change\s+history|changes|"
+                          r"release\s+notes|releases|news|what'?s\s+new)$", re.I)
+#: A change log has at least this many version headings, unless its title is one.
 CHANGE_LOG_VERSIONS = 2
 
 
@@ -51,14 +53,20 @@ def change_log(text: str, cut: Sequence[Block]) -> list[tuple[int, int]]:
     :func:`lab.evalsets.extract.blocks`) that are a change log: each section headed by a
     release (:data:`_VERSION_HEADING`) or named as a change log or a part of one
     (:data:`_LOG_HEADING`: "Earlier History"), its subsections included ("Bug fixes" under
-    "2.7.0 (2016-04-19)"), in a document with at least :data:`CHANGE_LOG_VERSIONS` release headings. A
-    change log's sentences say what changed in one release ("Fixed a crash when ..."), and asked
-    as what the product does their answers are wrong (docs/own-documents.md#change-logs)."""
+    "2.7.0 (2016-04-19)"), in a document with at least :data:`CHANGE_LOG_VERSIONS` release headings
+    or whose title (its first heading) is one of them or names a change log (not "History"
+    alone): a page of one release's notes ("What's new in
+    Tornado 2.4" over "Sep 4, 2012", "What's new in Celery 4.3 (rhubarb)"). A change log's
+    sentences say what changed in one release ("Fixed a crash when ..."), and asked as what the
+    product does their answers are wrong (docs/own-documents.md#change-logs,
+    docs/own-documents.md#release-pages)."""
     heads = [b for b in cut if b.kind == "heading"]
     versions = [bool(_VERSION_HEADING.match(plain(b.heading))) for b in heads]
-    if sum(versions) < CHANGE_LOG_VERSIONS:
-        return []
-    versions = [v or bool(_LOG_HEADING.match(plain(b.heading))) for b, v in zip(heads, versions)]
+    logs = [v or bool(_LOG_HEADING.match(plain(b.heading))) for b, v in zip(heads, versions)]
+    titled = bool(heads) and (versions[0] or logs[0] and plain(heads[0].heading).lower() != "history")
+    if sum(versions) < CHANGE_LOG_VERSIONS and not titled:
+        return []  # a page titled "History" alone may be a feature's (cmd2's command history)
+    versions = logs
     levels: dict[tuple, int] = {}
     out: list[tuple[int, int]] = []
     open_at: tuple[int, int] | None = None  # (start, level) of the change log's open stretch

@@ -464,6 +464,34 @@ def test_a_change_logs_sections_are_no_candidates():
     assert change_log(steps, blocks(steps, "guide.rst")) == [] and len(candidates("guide.rst", steps)) == 2
 
 
+def test_a_page_of_one_releases_notes_is_a_change_log():
+    """Tornado's and Celery's release pages gave most of their sets' bad rows ("What is the new
+    version of Celery?", "What does flush do?" of what 2.3 changed in it): a document titled by a
+    release ("What's new in Tornado 2.4" over its date, "Change history for Celery 2.4") or by a
+    change log's name is one whole, with a single release heading; "4.3.0 RC2" is a release; a page
+    titled "History" alone (cmd2's command history) and a guide with one release section are not."""
+    from lab.evalsets.releases import change_log
+
+    tornado = ("What's new in Tornado 2.4\n=========================\n\nSep 4, 2012\n-----------\n\n"
+               "General\n~~~~~~~\n\n* Fixed a memory leak in ``IOStream.close`` when a callback was pending.\n")
+    assert change_log(tornado, blocks(tornado, "v2.4.0.rst")) == [(0, len(tornado))]
+    assert candidates("v2.4.0.rst", tornado) == []
+    for title in ("What's new in Celery 4.3 (rhubarb)", "Change history for Celery 2.4", "Changes in 3.0",
+                  "Release notes for Foo 1.2", "Changelog"):
+        page = f"{title}\n{'=' * len(title)}\n\nThe ``--fast`` option is now the default for every sync.\n"
+        assert change_log(page, blocks(page, "p.rst")) == [(0, len(page))], title
+    rc = ("Change history\n==============\n\n4.3.0\n=====\n\n- The 4.3 release keeps 14 copies.\n\n"
+          "4.3.0 RC2\n=========\n\n- The filesystem backend now supports the ``max_size`` option.\n\n"
+          "Contributing\n============\n\nPull requests must include a test for every change.\n")
+    assert [clean(c.text) for c in candidates("changelog-4.3.rst", rc)] == [
+        "Pull requests must include a test for every change."]
+    history = ("History\n=======\n\nThe ``history`` command lists the last 100 commands you entered.\n")
+    assert change_log(history, blocks(history, "history.rst")) == [] and len(candidates("history.rst", history)) == 1
+    guide = ("Guide\n=====\n\nThe ``sync`` command copies 3 files at a time by default.\n\n"
+             "Version 2.0\n-----------\n\nThe ``sync`` command keeps 14 copies by default.\n")
+    assert change_log(guide, blocks(guide, "guide.rst")) == [] and len(candidates("guide.rst", guide)) == 2
+
+
 def test_an_admonitions_code_and_targets_are_no_part_of_its_sentences():
     """psycopg's warnings: a code block and a link target inside an admonition are cut from its
     prose, so no span runs into "$ pip install" or "..", and a sentence does not end inside
