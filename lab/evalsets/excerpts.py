@@ -182,6 +182,7 @@ _VAGUE = re.compile(r"\b(?:this|that|the|these) (?:document|text|excerpt|passage
                     r"|\bdocuments? [AB]\b|\bdocumentation section\b|\bsection (?:about|on|called|named)\b"
                     r"|\bthe [\w`'.-]+ document\b|\b(?:this|that|the) answers?\b|\bthe product\b(?! (?:that|which|whose|named|called)\b)"
                     r"|\bon the other hand\b"
+                    r"|\b(?:this|the new|the latest|the current)(?: major)? (?:release|version)\b(?!\s+v?\d)"
                     r"|\b(?:the|this|that) (?:[\w`'.-]+ )?(?:README|section|chapter|guide|manual|FAQ)(?: file)?"
                     r"(?=\s*[?.,)]|\s+(?:(?:of|in|on)(?!\s+(?:the|a|an|your)\s+(?:[\w.-]+\s+)?(?:file|configuration)\b)|about|for|"
                     r"mentioned|says?|describes?|explains?)\b)"
@@ -192,7 +193,8 @@ _VAGUE = re.compile(r"\b(?:this|that|the|these) (?:document|text|excerpt|passage
 def vague(question: str) -> bool:
     """The question leans on a document the user does not see ("this contract", "the
     document"), or on a part of the documentation ("the README", "the usage
-    section of the documentation"): a user asks about the product, not about where a page says
+    section of the documentation"), or on a release its page is about ("this release", "the new
+    version of Celery", none named): a user asks about the product, not about where a page says
     it; generic, and often answered by every document alike."""
     return bool(_VAGUE.search(question))
 

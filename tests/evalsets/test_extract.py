@@ -331,6 +331,19 @@ def test_questions_about_a_part_of_the_documentation_are_vague():
     assert not vague("Which variables does the README template of cookiecutter-pypackage use?")  # a file it makes
 
 
+def test_questions_about_a_release_none_named_are_vague():
+    """Celery's and h5py's rows: "this release" or "the new version" is the page's release,
+    which the question does not name; a release named by its number is a question."""
+    from lab.evalsets.excerpts import vague
+
+    assert vague("What is the minimum required version of Kombu for this release?")
+    assert vague("What is the new major release of Celery?")
+    assert vague("What is the default behavior of opening files in this version of the software?")
+    assert not vague("What is the minimum Python version required for Celery 4.0 and later?")
+    assert not vague("What changed in the new version 2.0 of the sync command?")
+    assert not vague("What does the new task_remote_tracebacks feature do?")
+
+
 def test_a_simple_tables_rows_with_sentences_in_them_are_the_tables():
     """behave's pages: a simple table's header row ended the table at its first border, and each
     description ("Provides JUnit XML-like output.") was read as prose."""
