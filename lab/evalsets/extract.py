@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Iterator, Sequence
 
-from lab.evalsets.releases import change_log
+from lab.evalsets.releases import change_log, issue_entry
 from lab.evalsets.standalone import CODE_TERM, plain, why_not
 
 
@@ -335,7 +335,7 @@ def candidates(source: str, text: str, cut: Sequence[Block] | None = None,
             continue
         for a, b in prose_sentences(text, block):
             sentence = text[a:b]
-            why = "a change log" if any(s <= a < e for s, e in logs) else why_not(sentence)
+            why = "a change log" if any(s <= a < e for s, e in logs) or issue_entry(sentence) else why_not(sentence)
             if why is None:
                 out.append(Candidate(source, a, b, sentence, block.heading, _category(sentence)))
             elif left_out is not None:

@@ -20,19 +20,24 @@ class Block(Protocol):
 
 #: A heading that names a release ("Version 5.2.1 — 2020-07-23", "2.11.1 (2018-05-05)", "v4.8",
 #: "Psycopg 3.1.7", "[23.1.0](https://...) - 2023-04-06", "What's new in Celery 4.3 (rhubarb)",
-#: "Change history for Celery 2.4", "4.3.0 RC2"): a version, after a name or none, then nothing,
+#: "Change history for Celery 2.4", "4.3.0 RC2", "0.13 Series"): a version, after a name or none, then nothing,
 #: a date or a parenthesis. A numbered section ("1.2 Installing", "Step 1.2") is none.
 _VERSION_HEADING = re.compile(
     r"^(?:(?:version|release|(?:changes|change\s+history|release\s+notes)\s+(?:in|for)|what'?s\s+new\s+in)\s+"
     r"(?:version\s+|[a-z][\w.-]*\s+)?"
     r"|(?!(?:step|part|chapter|section|appendix|figure|table|lesson|exercise)\b)[a-z][\w.-]*\s+)?v?\d+(?:\.\d+)+"
-    r"(?:[-.]?(?:a|b|c|rc|alpha|beta|dev|post)\d*|\s(?:rc|alpha|beta)\s?\d+)?"
+    r"(?:[-.]?(?:a|b|c|rc|alpha|beta|dev|post)\d*|\s(?:rc|alpha|beta)\s?\d+)?(?:\s+series)?"
     r"(?:\s*[-\u2013\u2014:,/]?\s*(?:\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}\s+[A-Z][a-z]+\.?\s+\d{4}"
     r"|[A-Z][a-z]+\.?\s+\d{1,2},?\s+\d{4}|\([^()]*\)))?$", re.I)
 #: A heading that names a change log or a part of one ("Changelog", "Release notes", "Earlier
 #: History"): in a change log, a section of it like a release's.
 _LOG_HEADING = re.compile(r"^(?:(?:earlier|older|previous|past)\s+)?(?:history|change\s*log|change\s+history|changes|"
                           r"release\s+notes|releases|news|what'?s\s+new)$", re.I)
+#: A change log's entry by its form, wherever it is: an issue's or a pull request's number, then a
+#: colon and its title (":ghpull:`7106`: Changed the display order ...", "`347 <https://github.com/
+#: o/r/issues/347>`_: Make ip.reset() work ...", "#1234: Fix ..."): what changed, not what is.
+_ISSUE_ENTRY = re.compile(r"^\W*(?::(?:gh)?(?:issue|pull|pr|bug):`[^`]+`|`#?\d+\s*<[^>]*/(?:issues|pull)/\d+/?>`_{1,2}"
+                          r"|#\d+)\s*:\s")
 #: A change log has at least this many version headings, unless its title is one.
 CHANGE_LOG_VERSIONS = 2
 
@@ -81,3 +86,9 @@ def change_log(text: str, cut: Sequence[Block]) -> list[tuple[int, int]]:
     if open_at is not None:
         out.append((open_at[0], len(text)))
     return out
+
+
+def issue_entry(sentence: str) -> bool:
+    """The sentence is a change log's entry by its form (:data:`_ISSUE_ENTRY`): an issue list
+    ("Issues closed in the 0.11 development cycle") whatever its page is titled."""
+    return bool(_ISSUE_ENTRY.match(sentence))

@@ -505,6 +505,26 @@ def test_a_page_of_one_releases_notes_is_a_change_log():
     assert change_log(guide, blocks(guide, "guide.rst")) == [] and len(candidates("guide.rst", guide)) == 2
 
 
+def test_an_issue_lists_entries_and_a_series_title_are_a_change_log():
+    """IPython's release pages: "0.13 Series" over "Release 0.13" is a release's title, and an
+    issue list ("Issues closed in the 0.11 development cycle") is a change log entry by entry,
+    whatever its page's title; a sentence that only mentions an issue is none."""
+    series = ("=============\n 0.13 Series\n=============\n\nRelease 0.13\n============\n\n"
+              "IPython 0.13 contains several major new features, as well as 373 bug fixes.\n")
+    assert candidates("version0.13.rst", series) == []
+    issues = ("Issues closed in the 0.11 development cycle\n"
+              "============================================\n\n"
+              "The ``0.11`` cycle closed 10 issues and merged 6 pull requests on GitHub.\n\n"
+              "* :ghpull:`7106`: Changed the display order of rich output in the live notebook.\n"
+              "* `347 <https://github.com/ipython/ipython/issues/347>`_: Make ``ip.reset()`` work the same in "
+              "interactive code.\n* #1234: The ``%paste`` magic no longer fails on Python 3.3.\n")
+    left: dict = {}
+    assert [clean(c.text) for c in candidates("github-stats-0.11.rst", issues, left_out=left)] == [
+        "The 0.11 cycle closed 10 issues and merged 6 pull requests on GitHub."]
+    assert left["a change log"]["n"] == 3
+    assert len(candidates("guide.rst", "Guide\n=====\n\nThe fix for :ghissue:`4485` keeps 14 copies by default.\n")) == 1
+
+
 def test_an_admonitions_code_and_targets_are_no_part_of_its_sentences():
     """psycopg's warnings: a code block and a link target inside an admonition are cut from its
     prose, so no span runs into "$ pip install" or "..", and a sentence does not end inside
