@@ -32,7 +32,8 @@ this", "for details"), not a walkthrough's step, the authors' news, a caption wi
 a mention of some things none named, and stating a fact: a figure, a term in code markup, an option,
 a name, or a rule ("must", "default", "only", ...). Its category follows from what it states
 (a period or date: ``temporal``; another figure: ``numerical``; else ``direct_fact``). No
-sentence of a change log is a candidate (:func:`lab.evalsets.releases.change_log`).
+sentence of a change log is a candidate (:func:`lab.evalsets.releases.change_log`), nor an
+issue list's entry (:func:`lab.evalsets.releases.issue_entry`).
 """
 
 from __future__ import annotations

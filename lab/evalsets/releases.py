@@ -1,5 +1,6 @@
-"""A documentation set's change logs, by their headings: the sections that say what changed in
-one release, whose sentences ``lab generate`` does not ask about (:mod:`lab.evalsets.extract`)."""
+"""A documentation set's change logs, by their headings and titles (the sections and pages that
+say what changed in one release) and by their entries' form (an issue list's lines): sentences
+``lab generate`` does not ask about (:mod:`lab.evalsets.extract`)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ class Block(Protocol):
 
 #: A heading that names a release ("Version 5.2.1 — 2020-07-23", "2.11.1 (2018-05-05)", "v4.8",
 #: "Psycopg 3.1.7", "[23.1.0](https://...) - 2023-04-06", "What's new in Celery 4.3 (rhubarb)",
-#: "Change history for Celery 2.4", "4.3.0 RC2", "0.13 Series"): a version, after a name or none, then nothing,
-#: a date or a parenthesis. A numbered section ("1.2 Installing", "Step 1.2") is none.
+#: "Change history for Celery 2.4", "4.3.0 RC2", "0.13 Series"): a version, after a name or none,
+#: then nothing, a date or a parenthesis. A numbered section ("1.2 Installing", "Step 1.2") is none.
 _VERSION_HEADING = re.compile(
     r"^(?:(?:version|release|(?:changes|change\s+history|release\s+notes)\s+(?:in|for)|what'?s\s+new\s+in)\s+"
     r"(?:version\s+|[a-z][\w.-]*\s+)?"
@@ -60,8 +61,8 @@ def change_log(text: str, cut: Sequence[Block]) -> list[tuple[int, int]]:
     (:data:`_LOG_HEADING`: "Earlier History"), its subsections included ("Bug fixes" under
     "2.7.0 (2016-04-19)"), in a document with at least :data:`CHANGE_LOG_VERSIONS` release headings
     or whose title (its first heading) is one of them or names a change log (not "History"
-    alone): a page of one release's notes ("What's new in
-    Tornado 2.4" over "Sep 4, 2012", "What's new in Celery 4.3 (rhubarb)"). A change log's
+    alone): a page of one release's notes ("What's new in Tornado 2.4" over "Sep 4, 2012",
+    "What's new in Celery 4.3 (rhubarb)"). A change log's
     sentences say what changed in one release ("Fixed a crash when ..."), and asked as what the
     product does their answers are wrong (docs/own-documents.md#change-logs,
     docs/own-documents.md#release-pages)."""
