@@ -21,15 +21,16 @@ class Block(Protocol):
 
 #: A heading that names a release ("Version 5.2.1 — 2020-07-23", "2.11.1 (2018-05-05)", "v4.8",
 #: "Psycopg 3.1.7", "[23.1.0](https://...) - 2023-04-06", "What's new in Celery 4.3 (rhubarb)",
-#: "Change history for Celery 2.4", "4.3.0 RC2", "0.13 Series"): a version, after a name or none,
-#: then nothing, a date or a parenthesis. A numbered section ("1.2 Installing", "Step 1.2") is none.
+#: "Change history for Celery 2.4", "4.3.0 RC2", "0.13 Series", "pytest-7.2.1", "py.test 2.0.1: bug
+#: fixes"): a version, after a name or none, then nothing, a date or a parenthesis, and a summary
+#: after a colon or none. A numbered section ("1.2 Installing", "Step 1.2") is none.
 _VERSION_HEADING = re.compile(
     r"^(?:(?:version|release|(?:changes|change\s+history|release\s+notes)\s+(?:in|for)|what'?s\s+new\s+in)\s+"
     r"(?:version\s+|[a-z][\w.-]*\s+)?"
-    r"|(?!(?:step|part|chapter|section|appendix|figure|table|lesson|exercise)\b)[a-z][\w.-]*\s+)?v?\d+(?:\.\d+)+"
+    r"|(?!(?:step|part|chapter|section|appendix|figure|table|lesson|exercise)\b)[a-z][\w.-]*?(?:\s+|-(?=v?\d)))?v?\d+(?:\.\d+)+"
     r"(?:[-.]?(?:a|b|c|rc|alpha|beta|dev|post)\d*|\s(?:rc|alpha|beta)\s?\d+)?(?:\s+series)?"
     r"(?:\s*[-\u2013\u2014:,/]?\s*(?:\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}\s+[A-Z][a-z]+\.?\s+\d{4}"
-    r"|[A-Z][a-z]+\.?\s+\d{1,2},?\s+\d{4}|\([^()]*\)))?$", re.I)
+    r"|[A-Z][a-z]+\.?\s+\d{1,2},?\s+\d{4}|\([^()]*\)))?(?::\s.*)?$", re.I)
 #: A heading that names a change log or a part of one ("Changelog", "Release notes", "Earlier
 #: History"): in a change log, a section of it like a release's.
 _LOG_HEADING = re.compile(r"^(?:(?:earlier|older|previous|past)\s+)?(?:history|change\s*log|change\s+history|changes|"

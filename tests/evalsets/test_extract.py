@@ -498,6 +498,11 @@ def test_a_page_of_one_releases_notes_is_a_change_log():
           "Contributing\n============\n\nPull requests must include a test for every change.\n")
     assert [clean(c.text) for c in candidates("changelog-4.3.rst", rc)] == [
         "Pull requests must include a test for every change."]
+    for title in ("pytest-7.2.1", "py.test 2.0.1: bug fixes, improved xfail/skip expressions"):  # pytest's announcements
+        page = f"{title}\n{'=' * len(title)}\n\nThe ``--durations`` option now shows the 10 slowest calls.\n"
+        assert change_log(page, blocks(page, "release.rst")) == [(0, len(page))], title
+    step = "Step 1.2: Install\n=================\n\nThe ``init`` command writes a config file of 12 lines.\n"
+    assert change_log(step, blocks(step, "step.rst")) == [] and len(candidates("step.rst", step)) == 1
     history = ("History\n=======\n\nThe ``history`` command lists the last 100 commands you entered.\n")
     assert change_log(history, blocks(history, "history.rst")) == [] and len(candidates("history.rst", history)) == 1
     guide = ("Guide\n=====\n\nThe ``sync`` command copies 3 files at a time by default.\n\n"
