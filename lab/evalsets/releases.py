@@ -63,27 +63,26 @@ def change_log(text: str, cut: Sequence[Block]) -> list[tuple[int, int]]:
     "2.7.0 (2016-04-19)"), in a document with at least :data:`CHANGE_LOG_VERSIONS` release headings
     or whose title (its first heading) is one of them or names a change log (not "History"
     alone): a page of one release's notes ("What's new in Tornado 2.4" over "Sep 4, 2012",
-    "What's new in Celery 4.3 (rhubarb)"). A change log's
-    sentences say what changed in one release ("Fixed a crash when ..."), and asked as what the
-    product does their answers are wrong (docs/own-documents.md#change-logs,
-    docs/own-documents.md#release-pages)."""
+    "What's new in Celery 4.3 (rhubarb)"). A change log's sentences say what changed in one release
+    ("Fixed a crash when ..."), and asked as what the product does their answers are wrong
+    (docs/own-documents.md#change-logs, docs/own-documents.md#release-pages)."""
     heads = [b for b in cut if b.kind == "heading"]
-    versions = [bool(_VERSION_HEADING.match(plain(b.heading))) for b in heads]
-    logs = [v or bool(_LOG_HEADING.match(plain(b.heading))) for b, v in zip(heads, versions)]
-    titled = bool(heads) and (versions[0] or logs[0] and plain(heads[0].heading).lower() != "history")
+    titles = [plain(b.heading) for b in heads]
+    versions = [bool(_VERSION_HEADING.match(t)) for t in titles]
+    logs = [v or bool(_LOG_HEADING.match(t)) for t, v in zip(titles, versions)]  # a release's or a log's section
+    titled = bool(heads) and (versions[0] or logs[0] and titles[0].lower() != "history")
     if sum(versions) < CHANGE_LOG_VERSIONS and not titled:
         return []  # a page titled "History" alone may be a feature's (cmd2's command history)
-    versions = logs
     levels: dict[tuple, int] = {}
     out: list[tuple[int, int]] = []
     open_at: tuple[int, int] | None = None  # (start, level) of the change log's open stretch
-    for b, is_version in zip(heads, versions):
+    for b, in_log in zip(heads, logs):
         style = _heading_style(text, b)
         level = style[1] if style[0] == "#" else levels.setdefault(style, len(levels) + 1)
-        if open_at is not None and level <= open_at[1] and not is_version:
+        if open_at is not None and level <= open_at[1] and not in_log:
             out.append((open_at[0], b.start))
             open_at = None
-        if is_version and (open_at is None or level <= open_at[1]):
+        if in_log and (open_at is None or level <= open_at[1]):
             open_at = (b.start, level) if open_at is None else (open_at[0], level)
     if open_at is not None:
         out.append((open_at[0], len(text)))
