@@ -32,8 +32,9 @@ this", "for details"), not a walkthrough's step, the authors' news, a caption wi
 a mention of some things none named, and stating a fact: a figure, a term in code markup, an option,
 a name, or a rule ("must", "default", "only", ...). Its category follows from what it states
 (a period or date: ``temporal``; another figure: ``numerical``; else ``direct_fact``). No
-sentence of a change log is a candidate (:func:`lab.evalsets.releases.change_log`), nor an
-issue list's entry (:func:`lab.evalsets.releases.issue_entry`).
+sentence of a change log is a candidate (:func:`lab.evalsets.releases.change_log`), nor of a page in
+a folder of release notes (:func:`lab.evalsets.releases.release_folder`), nor an issue list's entry
+(:func:`lab.evalsets.releases.issue_entry`).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Iterator, Sequence
 
-from lab.evalsets.releases import change_log, issue_entry
+from lab.evalsets.releases import change_log, issue_entry, release_folder
 from lab.evalsets.standalone import CODE_TERM, plain, why_not
 
 
@@ -326,11 +327,11 @@ def candidates(source: str, text: str, cut: Sequence[Block] | None = None,
     """Every candidate sentence of a document, in document order (the module's docstring);
     ``cut``: its :func:`blocks`, when the caller has them already; ``left_out``: where each prose
     sentence that is no candidate is counted under :func:`why_not`'s reason (``{"n", "examples"}``,
-    the first :data:`LEFT_OUT_EXAMPLES` of each), or "a change log" (:func:`change_log`), for
-    :func:`census`."""
+    the first :data:`LEFT_OUT_EXAMPLES` of each), or "a change log" (:func:`change_log`, a page in
+    a :func:`release_folder`), for :func:`census`."""
     out = []
     cut = blocks(text, source) if cut is None else cut
-    logs = change_log(text, cut)
+    logs = [(0, len(text))] if release_folder(source) else change_log(text, cut)
     for block in cut:
         if block.kind != "prose":
             continue

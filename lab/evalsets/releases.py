@@ -1,10 +1,12 @@
 """A documentation set's change logs, by their headings and titles (the sections and pages that
-say what changed in one release) and by their entries' form (an issue list's lines): sentences
-``lab generate`` does not ask about (:mod:`lab.evalsets.extract`)."""
+say what changed in one release), by their folder ("whatsnew/", "releases/") and by their entries'
+form (an issue list's lines): sentences ``lab generate`` does not ask about
+(:mod:`lab.evalsets.extract`)."""
 
 from __future__ import annotations
 
 import re
+from pathlib import PurePosixPath
 from typing import Protocol, Sequence
 
 from lab.evalsets.standalone import plain
@@ -21,13 +23,13 @@ class Block(Protocol):
 
 #: A heading that names a release ("Version 5.2.1 — 2020-07-23", "2.11.1 (2018-05-05)", "v4.8",
 #: "Psycopg 3.1.7", "[23.1.0](https://...) - 2023-04-06", "What's new in Celery 4.3 (rhubarb)",
-#: "Change history for Celery 2.4", "4.3.0 RC2", "0.13 Series", "pytest-7.2.1", "py.test 2.0.1: bug
-#: fixes"): a version, after a name or none, then nothing, a date or a parenthesis, and a summary
+#: "Change history for Celery 2.4", "4.3.0 RC2", "0.13 Series", "8.x Series", "pytest-7.2.1", "py.test
+#: 2.0.1: bug fixes"): a version, after a name or none, then nothing, a date or a parenthesis, and a summary
 #: after a colon or none. A numbered section ("1.2 Installing", "Step 1.2") is none.
 _VERSION_HEADING = re.compile(
     r"^(?:(?:version|release|(?:changes|change\s+history|release\s+notes)\s+(?:in|for)|what'?s\s+new\s+in)\s+"
     r"(?:version\s+|[a-z][\w.-]*\s+)?"
-    r"|(?!(?:step|part|chapter|section|appendix|figure|table|lesson|exercise)\b)[a-z][\w.-]*?(?:\s+|-(?=v?\d)))?v?\d+(?:\.\d+)+"
+    r"|(?!(?:step|part|chapter|section|appendix|figure|table|lesson|exercise)\b)[a-z][\w.-]*?(?:\s+|-(?=v?\d)))?v?\d+(?:\.(?:\d+|x\b))+"
     r"(?:[-.]?(?:a|b|c|rc|alpha|beta|dev|post)\d*|\s(?:rc|alpha|beta)\s?\d+)?(?:\s+series)?"
     r"(?:\s*[-\u2013\u2014:,/]?\s*(?:\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}\s+[A-Z][a-z]+\.?\s+\d{4}"
     r"|[A-Z][a-z]+\.?\s+\d{1,2},?\s+\d{4}|\([^()]*\)))?(?::\s.*)?$", re.I)
@@ -40,6 +42,10 @@ _LOG_HEADING = re.compile(r"^(?:(?:earlier|older|previous|past)\s+)?(?:history|c
 #: o/r/issues/347>`_: Make ip.reset() work ...", "#1234: Fix ..."): what changed, not what is.
 _ISSUE_ENTRY = re.compile(r"^\W*(?::(?:gh)?(?:issue|pull|pr|bug):`[^`]+`|`#?\d+\s*<[^>]*/(?:issues|pull)/\d+/?>`_{1,2}"
                           r"|#\d+)\s*:\s")
+#: A folder of release notes by its name ("whatsnew/", "releases/", "release_notes/", "announce/",
+#: "changelog/", "history/", "news/"): each page in it is one release's notes or its announcement.
+_RELEASE_FOLDER = re.compile(r"^(?:what'?s[-_ ]?new|releases?|release[-_ ]?notes|announce(?:ments?)?|change[-_ ]?logs?"
+                             r"|changes|history|news)$", re.I)
 #: A change log has at least this many version headings, unless its title is one.
 CHANGE_LOG_VERSIONS = 2
 
@@ -93,3 +99,10 @@ def issue_entry(sentence: str) -> bool:
     """The sentence is a change log's entry by its form (:data:`_ISSUE_ENTRY`): an issue list
     ("Issues closed in the 0.11 development cycle") whatever its page is titled."""
     return bool(_ISSUE_ENTRY.match(sentence))
+
+
+def release_folder(source: str) -> bool:
+    """The document lies in a folder of release notes (:data:`_RELEASE_FOLDER`), at any depth of
+    its path under the knowledge base: a page there is a change log whole, whatever its title
+    ("Migrating Widgets to IPython 3" in IPython's ``whatsnew/``, pytest's sprint announcement)."""
+    return any(_RELEASE_FOLDER.match(part) for part in PurePosixPath(source.replace("\\", "/")).parts[:-1])

@@ -535,6 +535,32 @@ def test_an_issue_lists_entries_and_a_series_title_are_a_change_log():
     assert len(candidates("guide.rst", "Guide\n=====\n\nThe fix for :ghissue:`4485` keeps 14 copies by default.\n")) == 1
 
 
+def test_a_page_in_a_folder_of_release_notes_is_a_change_log_whole():
+    """IPython's ``whatsnew/`` held a migration guide and "8.x Series" pages the titles missed, and
+    pytest's ``announce/`` a sprint's announcement: a page in a folder named as release notes is
+    left out whole, at any depth, whatever its title; a page named so (cmd2's
+    ``features/history.rst``, click's ``upgrading.rst``) and a folder that only contains such a
+    word ("newsletter/", "history-tools/") are not."""
+    from lab.evalsets.releases import release_folder
+
+    guide = ("Migrating Widgets to IPython 3\n==============================\n\n"
+             "The ``description`` attribute of a widget must now be set with ``value``.\n\n"
+             "Set ``layout.width`` to ``200px`` to make the slider narrower.\n")
+    for source in ("whatsnew/version3_widget_migration.rst.txt", "docs/releases/v2.rst", "announce/sprint2016.rst",
+                   "release_notes/v2.2.0.rst", "What's New/intro.md", "changelog/4.x.md", "history/changelog-2.4.rst",
+                   "News/2023.md", "whats-new/a.rst", "release-notes/a.rst", "changes/a.rst"):
+        assert release_folder(source), source
+        assert _kept_and_logged(source, guide) == ([], 2), source
+    for source in ("features/history.rst.txt", "upgrading.rst", "changelog.rst", "newsletter/a.rst",
+                   "history-tools/a.rst", "guide/news.md", "whatsnew.rst"):
+        assert not release_folder(source), source
+    assert len(candidates("features/history.rst.txt", guide)) == 2
+    assert release_folder("a\\whatsnew\\b.rst")  # a Windows path
+    # the title missed "8.x Series" before: a release's title alone makes its page a change log
+    assert candidates("version8.rst", "============\n 8.x Series\n============\n\nIPython 8 drops Python 3.7 support.\n") == []
+    assert len(candidates("py.rst", "Python 3.x support\n==================\n\nThe ``--fast`` option skips the checksum.\n")) == 1
+
+
 def test_an_admonitions_code_and_targets_are_no_part_of_its_sentences():
     """psycopg's warnings: a code block and a link target inside an admonition are cut from its
     prose, so no span runs into "$ pip install" or "..", and a sentence does not end inside
