@@ -43,9 +43,10 @@ _LOG_HEADING = re.compile(r"^(?:(?:earlier|older|previous|past)\s+)?(?:history|c
 _ISSUE_ENTRY = re.compile(r"^\W*(?::(?:gh)?(?:issue|pull|pr|bug):`[^`]+`|`#?\d+\s*<[^>]*/(?:issues|pull)/\d+/?>`_{1,2}"
                           r"|#\d+)\s*:\s")
 #: A folder of release notes by its name ("whatsnew/", "releases/", "release_notes/", "announce/",
-#: "changelog/", "history/", "news/"): each page in it is one release's notes or its announcement.
+#: "changelog/", "history/"): each page in it is one release's notes or its announcement. "news/"
+#: and "changes/" are left alone: seen in no documentation set, and a company's news is no change log.
 _RELEASE_FOLDER = re.compile(r"^(?:what'?s[-_ ]?new|releases?|release[-_ ]?notes|announce(?:ments?)?|change[-_ ]?logs?"
-                             r"|changes|history|news)$", re.I)
+                             r"|history)$", re.I)
 #: A change log has at least this many version headings, unless its title is one.
 CHANGE_LOG_VERSIONS = 2
 

@@ -539,8 +539,8 @@ def test_a_page_in_a_folder_of_release_notes_is_a_change_log_whole():
     """IPython's ``whatsnew/`` held a migration guide and "8.x Series" pages the titles missed, and
     pytest's ``announce/`` a sprint's announcement: a page in a folder named as release notes is
     left out whole, at any depth, whatever its title; a page named so (cmd2's
-    ``features/history.rst``, click's ``upgrading.rst``) and a folder that only contains such a
-    word ("newsletter/", "history-tools/") are not."""
+    ``features/history.rst``, click's ``upgrading.rst``), a folder that only contains such a word
+    ("newsletter/", "history-tools/") and a "news/" or "changes/" folder are not."""
     from lab.evalsets.releases import release_folder
 
     guide = ("Migrating Widgets to IPython 3\n==============================\n\n"
@@ -548,11 +548,11 @@ def test_a_page_in_a_folder_of_release_notes_is_a_change_log_whole():
              "Set ``layout.width`` to ``200px`` to make the slider narrower.\n")
     for source in ("whatsnew/version3_widget_migration.rst.txt", "docs/releases/v2.rst", "announce/sprint2016.rst",
                    "release_notes/v2.2.0.rst", "What's New/intro.md", "changelog/4.x.md", "history/changelog-2.4.rst",
-                   "News/2023.md", "whats-new/a.rst", "release-notes/a.rst", "changes/a.rst"):
+                   "whats-new/a.rst", "release-notes/a.rst", "Releases/v1.md"):
         assert release_folder(source), source
         assert _kept_and_logged(source, guide) == ([], 2), source
     for source in ("features/history.rst.txt", "upgrading.rst", "changelog.rst", "newsletter/a.rst",
-                   "history-tools/a.rst", "guide/news.md", "whatsnew.rst"):
+                   "history-tools/a.rst", "guide/news.md", "whatsnew.rst", "news/2023.md", "changes/a.rst"):
         assert not release_folder(source), source
     assert len(candidates("features/history.rst.txt", guide)) == 2
     assert release_folder("a\\whatsnew\\b.rst")  # a Windows path
