@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -27,8 +26,8 @@ if TYPE_CHECKING:
     from lab.rag.loaders import Corpus
 
 ALL_FORMATS = [".md", ".txt", ".pdf", ".docx", ".html"]
-ANSWER_CHECK_HELD_OUT = ("twelve held-out documentation sets: 9% to 18% bad before review with it on eight, 23% to "
-                         "76% on four where release notes got through; 27% to 42% without")
+ANSWER_CHECK_HELD_OUT = ("thirteen held-out documentation sets: 9% to 18% bad before review with it on eight, 23% "
+                         "to 76% on five (release notes got through on four); 27% to 42% without")
 
 
 def add_parsers(sub: Any, common: Any) -> None:
@@ -177,16 +176,28 @@ def _embedder(embedding: EmbeddingConfig, cache: Path) -> Any:
     return lambda texts: model.encode(list(texts), model.query_prefix)
 
 
-def _generate_plan(args: argparse.Namespace) -> list[str]:
+def _generate_plan(args: argparse.Namespace, corpus: "Corpus") -> list[str]:
     """What ``lab generate`` will ask of its LLM, and how long that takes here: every call, the
     writer's and (abstractive) the support checks' (``role_cost``'s calls per accepted question
-    count both, as measured here or on 2 cores)."""
+    count both, as measured here or on 2 cores); the extractive mode's no more than its candidates
+    allow (the budget, or the sentences the rules find in ``corpus`` when fewer)."""
     from lab.eval.estimate import describe, role_cost
+    from lab.evalsets.extract import blocks, candidates
+    from lab.evalsets.questions import CANDIDATES_PER_QUESTION
     from lab.models.resolve import resolve_llm
 
     _, _, llm_cfg = _settings(args)
     plan = resolve_llm(llm_cfg, _role(args), args.experiments.resolve().parent)
-    lines = describe([role_cost(_role(args), plan, args.n, _cache(args))], args.n, "accepted questions wanted")
+    budget = pool = None
+    if args.mode == "extractive":  # the rules need no model: the candidates are known before any call
+        budget = args.max_candidates or CANDIDATES_PER_QUESTION * args.n
+        pool = sum(len(candidates(s, d.text, blocks(d.text, s, corpus.literal.get(s, ()))))
+                   for d in corpus.documents for s in [d.metadata["source"]])
+    lines = describe([role_cost(_role(args), plan, args.n, _cache(args), candidates=budget and min(budget, pool))],
+                     args.n, "accepted questions wanted")
+    if budget is not None:
+        lines.append(f"  at most {min(budget, pool)} candidates: {pool} candidate sentences in these documents' prose, "
+                     f"a budget of {budget} (--max-candidates)")
     if args.max_minutes:
         lines.append(f"  stops after {args.max_minutes:g} minutes, keeping what was accepted")
     return lines
@@ -231,7 +242,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise ConfigError("--answer-check checks the extractive mode's questions",
                           hint="drop --answer-check, or use --mode extractive (the abstractive mode has its own checks)")
     if args.dry_run:
-        print("\n".join(_generate_plan(args)) + "\ndry run: nothing was generated or written")
+        print("\n".join(_generate_plan(args, _corpus(args.kb, _settings(args)[0]))) + "\ndry run: nothing was "
+              "generated or written")
         return 0
     if args.max_minutes is not None and not (math.isfinite(args.max_minutes) and args.max_minutes > 0):
         raise ConfigError(f"--max-minutes {args.max_minutes}: give a number of minutes above 0", hint="e.g. --max-minutes 20")
@@ -252,41 +264,22 @@ def _unfinished(sidecar: Path) -> bool:
         return False
 
 
-class _Rows:
-    """The eval set, written a row at a time as rows are accepted: a valid JSONL file at every
-    moment (each line whole, flushed and synced), so a stopped run keeps what it accepted."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.fh = open(path, "w", encoding="utf-8")
-        self.n = 0
-
-    def __call__(self, row: dict) -> None:
-        self.fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-        self.fh.flush()
-        os.fsync(self.fh.fileno())
-        self.n += 1
-
-    def close(self) -> None:
-        self.fh.close()
-
-
 def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str, float] | None) -> int:
     from lab.evalsets.generate import NothingAccepted, Options, generate  # heavy (see lab.cli)
+    from lab.evalsets.pacing import Rows, short
     from lab.evalsets.questions import extractive
     from lab.models.llm import build_llm
     from lab.models.resolve import resolve_llm
-
     from lab.eval import estimate
 
     loader, embedding, llm_cfg = _settings(args)
     project = args.experiments.resolve().parent
-    for line in _generate_plan(args):  # before the first model call
+    corpus = _corpus(args.kb, loader)
+    for line in _generate_plan(args, corpus):  # before the first model call
         print(line, flush=True)
     writer = build_llm(resolve_llm(llm_cfg, _role(args), project), _cache(args))
     checks = args.mode == "abstractive" or args.answer_check
     checker = build_llm(resolve_llm(llm_cfg, "check", project), _cache(args)) if checks else None
-    corpus = _corpus(args.kb, loader)
     docs = {d.metadata["source"]: d.text for d in corpus.documents}
     out.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + 60 * args.max_minutes if args.max_minutes else None
@@ -295,7 +288,7 @@ def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str,
             "model": {"backend": llm_cfg.backend, "model": llm_cfg.model, "fingerprint": writer.plan.fingerprint},
             "embedding_model": embedding.model}
     write_atomic(sidecar, json.dumps({**head, "mode": args.mode, "complete": False}, indent=2) + "\n")
-    rows = _Rows(out)
+    rows = Rows(out)
     try:
         if args.mode == "extractive":
             outcome = extractive(docs, writer, _embedder(embedding, _cache(args)), args.n, args.seed,
@@ -334,8 +327,8 @@ def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str,
         left = ", ".join(f"{why} {e['n']}" for why, e in seen["left_out"].items())
         print(f"sentences: {seen['candidates']} candidates of {seen['prose_sentences']} in prose; left out: "
               f"{left or 'none'} (examples in {sidecar.name})")
-    if stats["documents_without_questions"]:
-        print(f"{len(stats['documents_without_questions'])} of {len(docs)} documents have no question (see {sidecar.name})")
+    for line in short(stats, len(docs), sidecar.name):  # documents without a question; fewer questions than asked
+        print(line)
     print(f"wrote {out} and {sidecar}")
     if checker is None and not stats.get("stopped"):  # the default extractive mode: what --answer-check would add
         print(estimate.checked_hint(writer.plan, args.n, stats["candidates"], _cache(args), ANSWER_CHECK_HELD_OUT))

@@ -51,6 +51,12 @@ THROUGHPUT_FILE = "throughput.json"
 #: question (1.8 calls with its retries: 9 for 5 questions of turn13, 6.2 s each, measured here).
 PRIOR = {"generation": (17.3, 1.0), "judge": (4.0, 3.0), "query": (2.0, 1.0), "testset": (17.4, 3.0),
          "questions": (3.0, 3.2), "questions-checked": (3.5, 7.5), "paraphrase": (6.2, 1.8)}
+#: The extractive roles' calls a candidate sentence: its question, and with ``--answer-check`` the
+#: check of the third or so that pass the rules (Bottle 80 checks for 260 questions, Peewee 89 for
+#: 242, aiohttp 66 for 210, Whoosh 92 for 239, Lark 33 for 113): when a run's candidates are fewer
+#: than its questions need (a small knowledge base, a low ``--max-candidates``), they bound its
+#: calls (Lark's documentation: 113 candidates, 146 calls, where 45 questions at 7.5 make 338).
+CALLS_PER_CANDIDATE = {"questions": 1.0, "questions-checked": 1.33}
 #: Fewer computed calls than this do not replace an earlier measurement.
 MIN_CALLS = 3
 
@@ -118,8 +124,9 @@ def _roles(cfg: ExperimentConfig, generation: LLMPlan | None, query: LLMPlan | N
 
 
 def role_cost(role: str, plan: LLMPlan, n_items: float, cache_root: Path, judge: JudgePlan | None = None,
-              known: dict | None = None) -> RoleCost:
-    """One role's calls and seconds for ``n_items`` units of its work (see the module docstring)."""
+              known: dict | None = None, candidates: int | None = None) -> RoleCost:
+    """One role's calls and seconds for ``n_items`` units of its work (see the module docstring);
+    an extractive role's no more than ``candidates`` allow (:data:`CALLS_PER_CANDIDATE`)."""
     rec = (known if known is not None else _load(cache_root)).get(role_key(plan, judge, role))
     per_unit = rec.get("calls_per_unit", rec.get("calls_per_question")) if isinstance(rec, dict) else None
     if role == "judge" and isinstance(rec, dict) and "calls_per_unit" not in rec:
@@ -131,6 +138,8 @@ def role_cost(role: str, plan: LLMPlan, n_items: float, cache_root: Path, judge:
     else:
         s_call, per_q, source = None, PRIOR.get(role, (None, 1.0))[1], "no measurement yet"
     calls = round(n_items * per_q)
+    if candidates is not None and role in CALLS_PER_CANDIDATE:
+        calls = min(calls, round(candidates * CALLS_PER_CANDIDATE[role]))
     return RoleCost(role, plan.cfg.model, calls, None if s_call is None else calls * s_call, source)
 
 

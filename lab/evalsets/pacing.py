@@ -1,9 +1,13 @@
 """The pace and the progress of ``lab generate``'s loops (both modes): Ctrl-C that keeps what was
-accepted, the seconds a computed candidate takes (for the ETA), and the progress note."""
+accepted, the eval set written as rows are accepted, the seconds a computed candidate takes (for
+the ETA), the progress note, and what a finished run left short."""
 
 from __future__ import annotations
 
+import json
+import os
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator
 
 
@@ -26,6 +30,25 @@ def interruptible() -> Iterator[_Halt]:
         yield halt
     except KeyboardInterrupt:
         halt.hit = True
+
+
+class Rows:
+    """The eval set, written a row at a time as rows are accepted: a valid JSONL file at every
+    moment (each line whole, flushed and synced), so a stopped run keeps what it accepted."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fh = open(path, "w", encoding="utf-8")
+        self.n = 0
+
+    def __call__(self, row: dict) -> None:
+        self.fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+        self.n += 1
+
+    def close(self) -> None:
+        self.fh.close()
 
 
 class Pace:
@@ -54,3 +77,28 @@ def tally(tried: int, rejected: dict[str, list]) -> str:
     """The progress note: candidates tried so far and rejections by reason."""
     rej = ", ".join(f"{r} {len(v)}" for r, v in rejected.items() if v)
     return f"{tried} candidates tried, rejected: {rej or 'none'}"
+
+
+def short(stats: dict, n_documents: int, sidecar: str) -> list[str]:
+    """What a finished ``lab generate`` (its sidecar's ``stats``) left short: the documents without
+    a question, and, when the extractive mode wrote fewer questions than asked and was not stopped,
+    why and what would give more: every candidate sentence tried (more documents), or the
+    candidate budget spent (a larger ``--max-candidates``, at the rate seen so far, the calls made
+    being cached)."""
+    lines = []
+    if stats["documents_without_questions"]:
+        lines.append(f"{len(stats['documents_without_questions'])} of {n_documents} documents have no question "
+                     f"(see {sidecar})")
+    got, wanted, tried = stats["n_accepted"], stats["n_requested"], stats["candidates"]
+    pool = (stats.get("sentences") or {}).get("candidates")  # the extractive mode's candidate sentences
+    if got >= wanted or stats.get("stopped") or pool is None:
+        return lines
+    if tried >= pool:
+        lines.append(f"{got} of {wanted} questions: every one of the {pool} candidate sentences in these documents' "
+                     "prose was tried (the census above says what the sentence rules left out); more questions "
+                     "need more documents")
+    else:
+        more = min(pool, -(-tried * wanted // got) if got else 2 * tried)
+        lines.append(f"{got} of {wanted} questions: the budget of {tried} candidates was spent; the same command "
+                     f"with --max-candidates {more} continues (the calls made are cached)")
+    return lines

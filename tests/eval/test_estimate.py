@@ -105,11 +105,35 @@ def test_generate_dry_run_estimates_before_loading_any_model(cli, project):
         "  testset    smollm2-135m-instruct: ~30 calls, about 8 min 42 s (2-core prior)"]
     code, out, err = cli(*common, "--max-minutes", "5")  # extractive: one call a candidate, no check
     assert code == 0, err
-    assert out.splitlines()[1:4] == ["  questions  smollm2-135m-instruct: ~32 calls, about 1 min 36 s (2-core prior)",
-                                     "  estimated total: about 1 min 36 s (from the 2-core prior where this machine "
+    # 10 questions at 3.2 candidates would make 32 calls; the fixture's documents hold 13 candidate
+    # sentences (a generated set's sidecar says so: candidate_sentences), so 13 calls at 3.0 s
+    assert out.splitlines()[1:5] == ["  questions  smollm2-135m-instruct: ~13 calls, about 39 s (2-core prior)",
+                                     "  estimated total: about 39 s (from the 2-core prior where this machine "
                                      "has no measurement yet; a run measures it)",
+                                     "  at most 13 candidates: 13 candidate sentences in these documents' prose, a "
+                                     "budget of 40 (--max-candidates)",
                                      "  stops after 5 minutes, keeping what was accepted"]
+    code, out, err = cli(*common, "--max-candidates", "5")  # the budget binds: 5 calls
+    assert code == 0, err
+    assert out.splitlines()[1] == "  questions  smollm2-135m-instruct: ~5 calls, about 15 s (2-core prior)"
+    assert "  at most 5 candidates: 13 candidate sentences in these documents' prose, a budget of 5 " \
+           "(--max-candidates)" in out.splitlines()
     assert not (project / "new.jsonl").exists()
+
+
+def test_an_extractive_role_makes_no_more_calls_than_its_candidates_allow(tmp_path):
+    """Lark's documentation: 113 candidate sentences for 45 questions. The checked role's prior
+    (7.5 calls a question) says 338 calls; a question a candidate and a check for a third of them
+    (1.33 a candidate) bound it at 150 (the run made 146: 113 questions, 33 checks)."""
+    from lab.eval.estimate import role_cost
+
+    plan = LLMPlan(LLMConfig(model="qwen2.5-coder-1.5b-instruct"), "questions", "x.gguf", "fp")
+    assert role_cost("questions-checked", plan, 45, tmp_path).calls == 338
+    lark = role_cost("questions-checked", plan, 45, tmp_path, candidates=113)
+    assert (lark.calls, lark.seconds) == (150, 525.0)
+    assert role_cost("questions", plan, 45, tmp_path, candidates=500).calls == 144  # more candidates than needed
+    assert role_cost("questions", plan, 45, tmp_path, candidates=20).calls == 20
+    assert role_cost("testset", plan, 45, tmp_path, candidates=20).calls == 135  # the abstractive mode: no bound
 
 
 def test_after_a_default_set_the_answer_checks_cost_counts_only_the_calls_not_cached(tmp_path):

@@ -127,6 +127,31 @@ def test_the_eta_counts_computed_candidates_only():
     assert Pace().left(6, 2, 4, 100) is None
 
 
+def test_a_run_short_of_its_questions_says_why_and_what_gives_more():
+    """Lark's documentation (42 files, 28 of them sphinx-gallery examples) gave 12 of 45 questions:
+    every one of its 113 candidate sentences was tried, which a larger --max-candidates cannot
+    change; a run that spent its budget can continue."""
+    from lab.evalsets.pacing import short
+
+    lark = {"documents_without_questions": ["grammar.md"] * 35, "n_accepted": 12, "n_requested": 45,
+            "candidates": 113, "sentences": {"candidates": 113}, "stopped": None}
+    assert short(lark, 42, "lark.gen.json") == [
+        "35 of 42 documents have no question (see lark.gen.json)",
+        "12 of 45 questions: every one of the 113 candidate sentences in these documents' prose was tried (the "
+        "census above says what the sentence rules left out); more questions need more documents"]
+    # 10 of 45 from a budget of 100 of 495 sentences: 450 at that rate; at most the 495 there are
+    spent = {**lark, "documents_without_questions": [], "n_accepted": 10, "candidates": 100,
+             "sentences": {"candidates": 495}}
+    assert short(spent, 42, "x.gen.json") == ["10 of 45 questions: the budget of 100 candidates was spent; the same "
+                                              "command with --max-candidates 450 continues (the calls made are cached)"]
+    assert short({**spent, "n_accepted": 4}, 42, "x")[0].endswith("--max-candidates 495 continues (the calls made are "
+                                                                  "cached)")
+    # all asked for, stopped (its own note says so), or the abstractive mode (no sentence census): nothing
+    assert short({**spent, "n_accepted": 45}, 42, "x") == []
+    assert short({**spent, "stopped": "time limit"}, 42, "x") == []
+    assert short({k: v for k, v in spent.items() if k != "sentences"}, 42, "x") == []
+
+
 def test_two_questions_in_one_are_refused():
     """Eight rows of the read sets asked two things of one sentence (docs/generated-rows-read.md):
     at best one is answered."""
