@@ -6,6 +6,8 @@ something is when its sentence only mentions it, one that asks for a value, a na
 sentence does not give, one that asks what to do of a sentence that says what not to do, one that
 asks what something does of a sentence saying it does not, one that asks for several things of a
 sentence that lists none, and one that restates its sentence (its answer is in the question).
+One rule mends instead of refusing: a question's closing words that say where it was read ("... in
+the documentation?") are taken off when what is left names a thing (:func:`without_where_read`).
 """
 
 from __future__ import annotations
@@ -67,6 +69,32 @@ _ASKS = [
 #: A question about "the command" or "the option" that names none: it leans on the text it came from.
 _GENERIC = re.compile(r"\bthe (?:command|option|flag|user|file|tool|program|service|script|bucket|server|operation|"
                       r"output|setting|repository|backend|result|feature|function|method|package|system)\b", re.I)
+
+
+#: A question's closing words that say where it was read, not what it asks: "... in the
+#: documentation?", "... described in the document?", "... in the grammar.md file?".
+_WHERE_READ = re.compile(
+    r",?\s+(?:(?:as\s+)?(?:described|mentioned|discussed|explained|shown|defined|documented|listed|given)\s+)?"
+    r"(?:in|from|within|according to|based on|on)\s+(?:"
+    r"(?:the|this|that)\s+(?:[\w`'\"%.()-]+\s+){0,3}?(?:section|chapter)(?:\s+of\s+(?:the|this)\s+"
+    r"(?:[\w`'\"%.-]+\s+){0,2}?(?:document(?:ation)?|docs|page|guide|manual))?"
+    r"|(?:the|this|that)\s+(?:[\w`'\"%.-]+\s+){0,2}?(?:document(?:ation)?|docs|file|page|text|passage|excerpt)"
+    r"(?:\s+(?:file|page|document))?|['\"`]?[\w/.-]+\.(?:md|rst|txt|html?)['\"`]?(?:\s+file)?)\s*(?=\?$)", re.I)
+#: A bare identifier names a thing too: "lexer_callbacks", "json.loads", "parse()", "%ignore".
+_IDENTIFIER = re.compile(r"\b\w+_\w+\b|\b[a-z]\w*\.\w+\b|\b\w+\(\)|%\w+|\"[^\"]+\"")
+
+
+def without_where_read(question: str) -> str | None:
+    """The question without closing words that say where it was read ("What does the %ignore
+    directive do in the grammar.md file?" reads "What does the %ignore directive do?"), when what
+    is left names a thing (:data:`_TERM`, or an identifier); None otherwise: the question goes to
+    the vague and file-naming checks as asked ("What is the main feature of the parser described
+    in the document?" names nothing without its document)."""
+    m = _WHERE_READ.search(question)
+    if m is None:
+        return None
+    left = question[:m.start()].rstrip(" ,") + "?"
+    return left if _TERM.search(left) or _IDENTIFIER.search(left) else None
 
 
 def asks_elsewhere(question: str, sentence: str, heading: str, title: str) -> str | None:

@@ -13,7 +13,9 @@ fact-bearing sentences, each checked by rules that do not ask the model.
    title and its section's heading, no neighbouring text: a sentence is chosen to stand alone),
    the reply held to ``{"question": ...}`` by a grammar and stopped at its first ``?``.
 4. **The checks**, cheapest first, each counted in the sidecar: a question addressed to a model
-   (``injection``), a size, a vague or file-naming question, one that copies its answer
+   (``injection``), a size, a vague or file-naming question (once its closing words that say
+   where it was read are taken off, "... in the documentation?", when what is left names a
+   thing: ``where_read_taken_off``), one that copies its answer
    (``quotes_answer``) or holds all of it (``restates``), one whose kind its answer does not
    have or that its sentence only mentions (``answer_type``: :mod:`lab.evalsets.asks`), one that
    does not find its own sentence (``round_trip``: :class:`RoundTrip`), one that a neighbouring
@@ -39,7 +41,7 @@ from typing import Callable
 import numpy as np
 
 from lab.evalsets import answercheck
-from lab.evalsets.asks import _GENERIC, _TERM, answer_type, asks_elsewhere, restates
+from lab.evalsets.asks import _GENERIC, _TERM, answer_type, asks_elsewhere, restates, without_where_read
 from lab.evalsets.excerpts import NEAR_DUPLICATE, derive_keywords, names_a_file, quotes_own_answer, size_problem, vague
 from lab.evalsets.extract import Block, Candidate, blocks, candidates, census, prose_sentences
 from lab.evalsets.pacing import Pace, interruptible, tally
@@ -235,6 +237,7 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
                                        + (("answer_check",) if checker else ())}
     asked = load_prompt(answercheck.PASSAGE_PROMPT) if checker else None
     tried = 0
+    mended: list[dict] = []  # accepted rows whose question lost the words saying where it was read
     only = Counter()  # questions each ranker alone let through the round trip
     stopped = None
     sections: set[tuple[str, str]] = set()  # (document, section) of the accepted rows
@@ -249,7 +252,7 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
                 break
             tried += 1
             began = time.perf_counter()
-            reason, detail, question = _one(llm, prompt, head, c, seed)
+            reason, detail, question, as_asked = _one(llm, prompt, head, c, seed)
             pace.add(time.perf_counter() - began)
             sentence = clean(c.text)
             qvec = None
@@ -292,6 +295,8 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
             if keywords:
                 row["keywords"] = keywords
             rows.append(row)
+            if as_asked is not None:  # its closing "... in the documentation" taken off
+                mended.append({"id": row["id"], "asked": as_asked})
             sections.add((c.source, c.heading))
             if on_row is not None:
                 on_row(row)
@@ -307,6 +312,7 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
         "sentences": census(docs, cut, found, left_out),
         "acceptance_rate": round(len(rows) / max(1, tried), 4),
         "rejected": {r: {"n": len(v), "examples": v[:3]} for r, v in rejected.items()},
+        "where_read_taken_off": {"n": len(mended), "rows": mended},
         **({"local_round_trip": {"window": local_window}} if local_window else {}),
         "round_trip": {"k": trip.k, "sentences": len(pool_texts), "passed_by_words_only": only["words"],
                        "passed_by_meaning_only": only["meaning"]},
@@ -325,8 +331,9 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
     return Extracted(rows, stats)
 
 
-def _one(llm: LabLLM, prompt, head: int, c: Candidate, seed: int) -> tuple[str | None, str, str | None]:
-    """(reason rejected or None, detail, the question) for one candidate."""
+def _one(llm: LabLLM, prompt, head: int, c: Candidate, seed: int) -> tuple[str | None, str, str | None, str | None]:
+    """(reason rejected or None, detail, the question, the question as asked when it lost its
+    closing words saying where it was read, else None) for one candidate."""
     sentence = clean(c.text)
     title = re.sub(r"(\.rst)?\.(txt|md|markdown|html?|rst)$", "", c.source.rsplit("/", 1)[-1])
     messages = prompt.messages(title=title, heading=c.heading or title, sentence=sentence)
@@ -337,30 +344,38 @@ def _one(llm: LabLLM, prompt, head: int, c: Candidate, seed: int) -> tuple[str |
                        stop=["?"])
         question = " ".join(str(_asked(out.text)).split())
     except (LLMCallError, ValueError, KeyError, TypeError) as exc:
-        return "malformed", f"{type(exc).__name__}: {str(exc)[:160]}", None
+        return "malformed", f"{type(exc).__name__}: {str(exc)[:160]}", None, None
     if "?" in question:
         question = question[:question.index("?") + 1]
+    asked = question
+    question = without_where_read(question) or question  # "What does X do in the grammar.md file?"
+    reason, detail = _rules(question, sentence, c, title)
+    return reason, detail, question, (asked if question != asked else None)
+
+
+def _rules(question: str, sentence: str, c: Candidate, title: str) -> tuple[str | None, str]:
+    """(reason rejected or None, detail): the checks of a question that need no model."""
     if suspect := suspect_reasons(question=question, reference=sentence):
-        return "injection", "; ".join(suspect), question
+        return "injection", "; ".join(suspect)
     if not question.endswith("?"):
-        return "malformed", "not a question", question
+        return "malformed", "not a question"
     if (why := size_problem(question, sentence)) is not None:
-        return "size", why, question
+        return "size", why
     if vague(question):
-        return "vague", "the question leans on a document it does not name", question
+        return "vague", "the question leans on a document it does not name"
     if (name := names_a_file(question, [c.source])) is not None:
-        return "names_file", f"the question names a file or path: {name}", question
+        return "names_file", f"the question names a file or path: {name}"
     if _GENERIC.search(question) and not _TERM.search(question):
-        return "vague", "the question names no command, option or thing: it leans on the text it came from", question
+        return "vague", "the question names no command, option or thing: it leans on the text it came from"
     if quotes_own_answer(question, [sentence]):
-        return "quotes_answer", "the question repeats 8+ words of its answer", question
+        return "quotes_answer", "the question repeats 8+ words of its answer"
     if (why := restates(question, sentence)) is not None:
-        return "restates", why, question
+        return "restates", why
     if (term := asks_elsewhere(question, sentence, c.heading, title)) is not None:
-        return "asks_elsewhere", f"the question names {term!r}, which its answer does not", question
+        return "asks_elsewhere", f"the question names {term!r}, which its answer does not"
     if (why := answer_type(question, sentence)) is not None:
-        return "answer_type", why, question
-    return None, "", question
+        return "answer_type", why
+    return None, ""
 
 
 _OPENED = re.compile(r'\s*\{\s*"question"\s*:\s*"')

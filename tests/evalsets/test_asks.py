@@ -127,6 +127,32 @@ def test_the_eta_counts_computed_candidates_only():
     assert Pace().left(6, 2, 4, 100) is None
 
 
+def test_closing_words_that_say_where_a_question_was_read_are_taken_off_when_a_thing_is_left():
+    """Questions the model wrote on Lark's, Whoosh's and aiohttp's documentation, which the vague and
+    file-naming checks refused whole: taken off "... in the documentation", "... in the schema
+    section of the document", "... in the grammar.md file", each names its thing still."""
+    from lab.evalsets.asks import without_where_read
+
+    assert without_where_read("What does the %ignore directive do in the grammar.md file?") == \
+        "What does the %ignore directive do?"
+    assert without_where_read("What is the purpose of lexer_callbacks in the documentation?") == \
+        "What is the purpose of lexer_callbacks?"
+    assert without_where_read("What keyword argument sets FieldType.stored in the schema section of the document?") == \
+        "What keyword argument sets FieldType.stored?"
+    assert without_where_read("What is the `trace_request_ctx` parameter used for in the client advanced section of "
+                              "the document?") == "What is the `trace_request_ctx` parameter used for?"
+    assert without_where_read("What is the purpose of the 'Index' and 'Schema' objects in the quickstart "
+                              "document?") == "What is the purpose of the 'Index' and 'Schema' objects?"
+    assert without_where_read("What does ClientSession do, as described in this page?") == "What does ClientSession do?"
+    # nothing named once the words go: left to the checks as asked
+    assert without_where_read("What is the main feature of the parser described in the document?") is None
+    assert without_where_read("What are the default response headers in the web_quickstart document?") is None
+    # the document is what it asks about, or the words are not at the end: as asked
+    assert without_where_read("What does the document 'web_advanced' discuss about Unicode support?") is None
+    assert without_where_read("What does the 'grammar.md' file contain about rules?") is None
+    assert without_where_read("What does parse() return in the JSON tutorial?") is None  # a tutorial is no location
+
+
 def test_a_run_short_of_its_questions_says_why_and_what_gives_more():
     """Lark's documentation (42 files, 28 of them sphinx-gallery examples) gave 12 of 45 questions:
     every one of its 113 candidate sentences was tried, which a larger --max-candidates cannot

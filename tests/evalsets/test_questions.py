@@ -85,6 +85,19 @@ def test_rules_reject_and_rows_stand_on_their_sentences():
     assert s["documents_without_questions"] == ["guide/restore.md"] and s["usage"]["check"] is None
 
 
+def test_a_question_read_from_the_documentation_is_asked_without_saying_so_and_counted():
+    llm = _llm(["How many copies does the 'daily' backup keep in the backup section of the document?",
+                "What does the --target option name in the documentation?",
+                "What is kept in the documentation?"])  # nothing named without it: vague, as asked
+    out = extractive(DOCS, llm, embed, n=3, seed=0, max_candidates=3, round_trip_k=1)
+    assert [r["question"] for r in out.rows] == ["How many copies does the 'daily' backup keep?",
+                                                 "What does the --target option name?"]
+    assert out.stats["where_read_taken_off"] == {"n": 2, "rows": [
+        {"id": "g0001", "asked": "How many copies does the 'daily' backup keep in the backup section of the document?"},
+        {"id": "g0002", "asked": "What does the --target option name in the documentation?"}]}
+    assert {k: v["n"] for k, v in out.stats["rejected"].items() if v["n"]} == {"vague": 1}
+
+
 def test_a_question_of_the_wrong_kind_and_one_that_finds_nothing_are_counted():
     llm = _llm(["How many times does the daily backup start?",  # "how many": the sentence has 14, so it passes
                 "Who wrote the target option?",  # who: no name in its sentence
