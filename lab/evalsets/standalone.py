@@ -20,6 +20,7 @@ MIN_WORDS, MAX_WORDS = 6, 45
 _POINTING = re.compile(r"^(?:it|this|that|these|those|they|them|he|she|then|but|and|or|also|however|so|here|there|"
                        r"such|both|thus|hence|therefore|otherwise|instead|similarly|likewise|for example|for instance|"
                        r"in this case|in that case|as (?:mentioned|described|shown|seen|noted)|as you can see|see|note:?|an? (?:\w+ )?note|now|in addition|another|"
+                       r"for (?:this|these|those)|"
                        r"again|finally|first|second|next|last|lastly|alternatively|additionally|furthermore|moreover|the latter|"
                        r"the former|the same|the patterns?|the above|the others?|the rest|the remaining|the command|"
                        r"the output|because of (?:that|this)|on top of that|"

@@ -366,6 +366,10 @@ def test_a_simple_tables_rows_with_sentences_in_them_are_the_tables():
 @pytest.mark.parametrize("sentence", [  # doit's and behave's pages
     "Check this `blog post <http://blog.example.net/posts/task-creation.html>`_ for some examples.",
     "The full detail of the Python side of *behave* is in the :doc:`API documentation <api>`.",
+    # Quart's, Click's and Jinja's: the reason, the goal or the users are the sentence before's
+    "For this reason coroutines are preferred even in cases where IO seems unlikely.",
+    "For this, you can use the :func:`Context.invoke` or :func:`Context.forward` methods.",
+    "For these users the ``--quiet`` flag is recommended.",
 ])
 def test_pointers_to_a_post_or_other_documentation_are_no_candidates(sentence):
     assert why_not(sentence) == "points elsewhere"
