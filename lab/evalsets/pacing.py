@@ -83,8 +83,8 @@ def short(stats: dict, n_documents: int, sidecar: str) -> list[str]:
     """What a finished ``lab generate`` (its sidecar's ``stats``) left short: the documents without
     a question, and, when the extractive mode wrote fewer questions than asked and was not stopped,
     why and what would give more: every candidate sentence tried (more documents), or the
-    candidate budget spent (a larger ``--max-candidates``, at the rate seen so far, the calls made
-    being cached)."""
+    candidate budget spent (a larger ``--max-candidates`` at the rate seen so far, with ``--force``:
+    the set is finished; the calls made are cached)."""
     lines = []
     if stats["documents_without_questions"]:
         lines.append(f"{len(stats['documents_without_questions'])} of {n_documents} documents have no question "
@@ -100,5 +100,5 @@ def short(stats: dict, n_documents: int, sidecar: str) -> list[str]:
     else:
         more = min(pool, -(-tried * wanted // got) if got else 2 * tried)
         lines.append(f"{got} of {wanted} questions: the budget of {tried} candidates was spent; the same command "
-                     f"with --max-candidates {more} continues (the calls made are cached)")
+                     f"with --max-candidates {more} --force gives more (the calls made are cached)")
     return lines

@@ -347,16 +347,16 @@ def _one(llm: LabLLM, prompt, head: int, c: Candidate, seed: int) -> tuple[str |
         return "malformed", f"{type(exc).__name__}: {str(exc)[:160]}", None, None
     if "?" in question:
         question = question[:question.index("?") + 1]
-    asked = question
-    question = without_where_read(question) or question  # "What does X do in the grammar.md file?"
-    reason, detail = _rules(question, sentence, c, title)
-    return reason, detail, question, (asked if question != asked else None)
+    if suspect := suspect_reasons(question=question, reference=sentence):  # as the model wrote it
+        return "injection", "; ".join(suspect), question, None
+    mended = without_where_read(question)  # "What does X do in the grammar.md file?"
+    reason, detail = _rules(mended or question, sentence, c, title)
+    return reason, detail, mended or question, question if mended else None
 
 
 def _rules(question: str, sentence: str, c: Candidate, title: str) -> tuple[str | None, str]:
-    """(reason rejected or None, detail): the checks of a question that need no model."""
-    if suspect := suspect_reasons(question=question, reference=sentence):
-        return "injection", "; ".join(suspect)
+    """(reason rejected or None, detail): the checks of a question, past the injection screen,
+    that need no model."""
     if not question.endswith("?"):
         return "malformed", "not a question"
     if (why := size_problem(question, sentence)) is not None:

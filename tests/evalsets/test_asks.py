@@ -169,9 +169,10 @@ def test_a_run_short_of_its_questions_says_why_and_what_gives_more():
     spent = {**lark, "documents_without_questions": [], "n_accepted": 10, "candidates": 100,
              "sentences": {"candidates": 495}}
     assert short(spent, 42, "x.gen.json") == ["10 of 45 questions: the budget of 100 candidates was spent; the same "
-                                              "command with --max-candidates 450 continues (the calls made are cached)"]
-    assert short({**spent, "n_accepted": 4}, 42, "x")[0].endswith("--max-candidates 495 continues (the calls made are "
-                                                                  "cached)")
+                                              "command with --max-candidates 450 --force gives more (the calls made "
+                                              "are cached)"]
+    assert short({**spent, "n_accepted": 4}, 42, "x")[0].endswith("--max-candidates 495 --force gives more (the calls "
+                                                                  "made are cached)")
     # all asked for, stopped (its own note says so), or the abstractive mode (no sentence census): nothing
     assert short({**spent, "n_accepted": 45}, 42, "x") == []
     assert short({**spent, "stopped": "time limit"}, 42, "x") == []
