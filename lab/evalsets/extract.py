@@ -318,6 +318,20 @@ def _category(sentence: str) -> str:
     return "numerical" if _NUMBER.search(plain) else "direct_fact"
 
 
+#: A folder or a file named for examples or a tutorial: "wiki-example.txt", "tutorials/",
+#: "json_tutorial.md", "examples/advanced/".
+_EXAMPLE_PAGE = re.compile(r"(?:^|[-_. ])(?:examples?|tutorials?)(?:$|[-_. ])", re.I)
+
+
+def example_page(source: str) -> bool:
+    """The document is an example's or a tutorial's page by its path (a folder or its file's stem,
+    :data:`_EXAMPLE_PAGE`): its sentences are tried after every other page's by the coverage rule
+    (:func:`lab.evalsets.questions.coverage_order`), since a question read from one asks about the
+    example's own app more often than about the product (docs/own-documents.md#example-pages)."""
+    path = PurePosixPath(source.replace("\\", "/"))
+    return any(_EXAMPLE_PAGE.search(part) for part in (*path.parts[:-1], path.stem.split(".")[0]))
+
+
 #: Sentences left out, per reason, that :func:`candidates` keeps as examples.
 LEFT_OUT_EXAMPLES = 3
 

@@ -8,7 +8,8 @@ fact-bearing sentences, each checked by rules that do not ask the model.
    states.
 2. **The order**, by the coverage rule: the next document is the one with the fewest candidates
    per character of prose so far (weighted fair queuing), and a document's sections are visited
-   in turn, so every document and section has its share of the candidates at any moment.
+   in turn, so every document and section has its share of the candidates at any moment; the
+   pages of examples and tutorials (by their path) come after all the others.
 3. **The question**: one short call (prompt ``generate-q-v2``: the sentence, its document's
    title and its section's heading, no neighbouring text: a sentence is chosen to stand alone),
    the reply held to ``{"question": ...}`` by a grammar and stopped at its first ``?``.
@@ -43,7 +44,7 @@ import numpy as np
 from lab.evalsets import answercheck
 from lab.evalsets.asks import _GENERIC, _TERM, answer_type, asks_elsewhere, restates, without_where_read
 from lab.evalsets.excerpts import NEAR_DUPLICATE, derive_keywords, names_a_file, quotes_own_answer, size_problem, vague
-from lab.evalsets.extract import Block, Candidate, blocks, candidates, census, prose_sentences
+from lab.evalsets.extract import Block, Candidate, blocks, candidates, census, example_page, prose_sentences
 from lab.evalsets.pacing import Pace, interruptible, tally
 from lab.evalsets.standalone import plain
 from lab.evidence.text import content_words, fold
@@ -155,8 +156,9 @@ def coverage_order(docs: dict[str, str], seed: int, cut: dict[str, list[Block]] 
                    found: dict[str, list[Candidate]] | None = None) -> Iterator[Candidate]:
     """The candidates of every document in the coverage rule's order (the module's docstring):
     documents by weighted fair queuing on their prose characters, sections in turn within one, the
-    sentences of a section in a seeded order. ``cut`` and ``found``: each document's blocks and
-    candidates, when the caller has them already."""
+    sentences of a section in a seeded order; an example's or a tutorial's page
+    (:func:`lab.evalsets.extract.example_page`) after all the others. ``cut`` and ``found``: each
+    document's blocks and candidates, when the caller has them already."""
     cut = cut if cut is not None else {s: blocks(docs[s], s) for s in docs}
     queues: dict[str, list[list[Candidate]]] = {}
     prose: dict[str, int] = {}
@@ -174,7 +176,7 @@ def coverage_order(docs: dict[str, str], seed: int, cut: dict[str, list[Block]] 
     served: Counter = Counter()
     turn: Counter = Counter()
     while queues:
-        source = min(queues, key=lambda s: ((served[s] + 0.5) / max(1, prose[s]), s))
+        source = min(queues, key=lambda s: (example_page(s), (served[s] + 0.5) / max(1, prose[s]), s))
         sections = queues[source]
         k = turn[source] % len(sections)
         yield sections[k].pop(0)
@@ -321,7 +323,8 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
         "documents_without_questions": [s for s in order if not per_doc.get(s)],
         "sections_with_questions": len(sections),
         "prompts": {PROMPT: prompt.sha256, **({asked.version: asked.sha256} if asked else {})},
-        "coverage_rule": "weighted fair queuing on documents' prose characters, sections in turn",
+        "coverage_rule": "weighted fair queuing on documents' prose characters, sections in turn, "
+                         "example and tutorial pages last",
         "seconds": round(seconds, 1),
         "seconds_per_accepted": round(seconds / len(rows), 2) if rows else None,
         "usage": {"generation": llm.usage.as_dict(), "check": checker.usage.as_dict() if checker else None},
@@ -329,6 +332,9 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
         "complete": stopped is None,
     }
     return Extracted(rows, stats)
+
+
+_URL_CUT = re.compile(r"://\S*\?$")
 
 
 def _one(llm: LabLLM, prompt, head: int, c: Candidate, seed: int) -> tuple[str | None, str, str | None, str | None]:
@@ -347,6 +353,8 @@ def _one(llm: LabLLM, prompt, head: int, c: Candidate, seed: int) -> tuple[str |
         return "malformed", f"{type(exc).__name__}: {str(exc)[:160]}", None, None
     if "?" in question:
         question = question[:question.index("?") + 1]
+    if _URL_CUT.search(question):  # the reply stopped at a query string's "?": "... the URL http://host/doc?"
+        return "malformed", "cut at a URL's '?'", question, None
     if suspect := suspect_reasons(question=question, reference=sentence):  # as the model wrote it
         return "injection", "; ".join(suspect), question, None
     mended = without_where_read(question)  # "What does X do in the grammar.md file?"

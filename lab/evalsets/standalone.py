@@ -41,9 +41,10 @@ _ELSEWHERE = re.compile(r"\b(?:below|above|as follows|the following|this case|th
                         r"|\b(?:these|those) (?!(?:are|were|is|was|can|will|must|may|should|have)\b)[a-z]\w*", re.I)
 #: A step of a walkthrough, told to the reader ("Open your shell and cd into ...", "Great, you
 #: just generated a skeleton package."): the tutorial's story, not a fact of the product.
+#: A note on an example's numbered line ("line 10: This contains the position of ...") is one too.
 _WALKTHROUGH = re.compile(r"^(?:open|find|go to|navigate to|cd|switch to|head (?:over )?to|great|congratulations|"
-                          r"well done|voil[aà])\b|\byou(?:'ve| have)? just\b|\byou(?:'ll| will) (?:see|learn|now)\b",
-                          re.I)
+                          r"well done|voil[aà])\b|\byou(?:'ve| have)? just\b|\byou(?:'ll| will) (?:see|learn|now)\b|"
+                          r"^lines?\s+\d+(?:\s*(?:,|-|–|and|to)\s*\d+)*\s*[:.)–-]", re.I)
 #: The authors speaking of themselves ("We are proud to be a sponsor of PyCon 2016."): news about
 #: the project, not a fact of the product; "we recommend" is a rule and stays.
 _AUTHORS = re.compile(r"\b(?:we|we're|we'll|we've|our|ours)\b(?! (?:recommend|suggest|advise|encourage|strongly))|"

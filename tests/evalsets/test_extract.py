@@ -190,6 +190,21 @@ def test_the_round_trip_takes_the_better_of_words_and_meaning():
     assert by_words is None  # no content word in common
 
 
+def test_example_and_tutorial_pages_are_tried_after_the_others():
+    from lab.evalsets.extract import example_page
+
+    for source in ("wiki-example.txt", "tutorials/blog.rst.txt", "json_tutorial.md.txt", "examples/advanced/x.rst",
+                   "Tutorial.md", "docs\\examples\\a.md", "example.rst"):
+        assert example_page(source), source
+    for source in ("index.txt", "counterexamples.md", "guide/exampled.rst", "reference.txt", "quickstart.rst"):
+        assert not example_page(source), source
+    docs = {"a-example.md": "# Wiki\n\nThe wiki stores each page as a file of 4 KB.\n\nThe page title holds at most 80 characters.\n",
+            "guide.md": "# Kiln\n\nThe kiln fires at 1,300 degrees.\n",
+            "tutorials/start.md": "# Start\n\nThe demo shop sells 12 kilns.\n"}
+    order = [c.source for c in coverage_order(docs, seed=0)]
+    assert order[0] == "guide.md" and sorted(order[1:]) == ["a-example.md", "a-example.md", "tutorials/start.md"]
+
+
 def test_coverage_visits_every_document_and_section_before_repeating():
     docs = {"a.md": "# One\n\nThe kiln fires at 1,300 degrees.\n\nThe kiln weighs 80 kilos when empty.\n\n# Two\n\n"
                     "The Ember kiln costs 8,400 euros.\n",
@@ -292,6 +307,10 @@ def test_sentences_leaning_on_other_text_are_no_candidates(sentence):
     ("Open your shell and cd into the directory where you'd like to create a starter Python package project.",
      "a walkthrough's step"),
     ("Great, you just generated a skeleton Python package.", "a walkthrough's step"),
+    ("**line 10**: This contains the position of the end of the last match.", "a walkthrough's step"),  # WebOb's
+    ("**line 16, 17**: If the response is just a string, create a full response object from it.",
+     "a walkthrough's step"),
+    ("Lines 3-5: The ``finditer`` method yields all the matches of the template.", "a walkthrough's step"),
     ("In Tutorial 2, you'll see how to create cookiecutters of your own, from scratch.", "a walkthrough's step"),
     ("We are proud to be an open source sponsor of [PyCon 2016](https://us.pycon.org/2016/sponsors/).",
      "the authors' story"),
@@ -316,6 +335,7 @@ def test_walkthrough_steps_the_authors_story_and_captions_are_no_candidates(sent
     "If you use Windows, the cache lives in ``%LOCALAPPDATA%``.",
     "``--ignore-inode``: require mtime to match, but allow inode number and ctime to differ.",  # code: no caption
     "Restic uses the Poly1305-AES message authentication code for every blob.",
+    "Lines longer than 88 characters are split by Black at the outermost brackets.",  # "Lines", no number
 ])
 def test_facts_of_the_same_shapes_stay_candidates(sentence):
     assert why_not(sentence) is None
