@@ -157,6 +157,9 @@ _WHAT_IS = re.compile(r"^\s*what (?:is|are) (?:an? |the )?(?P<x>[^?]+?)\s*(?:\b(
 #: A bare definition question: "What is X?", "What are X in Flask?", "What is X in the context of Y?".
 _DEFINITION = re.compile(r"^\s*(?i:what (?:is|are) (?:an? |the )?)(?:(?!(?i:in|for|of|on|to|with|when|that|which|by|from|as|at|"
                          r"about|used|and|or)\b)[\w'`.-]+\s*){1,4}(?:\s+in (?:the context of [^?]+|[A-Z`'\"][^?]*))?\?\s*$")
+#: "What does X mean?", "What does X mean in Y?": a bare definition question asked another way.
+_MEANS = re.compile(r"^\s*what does (?:an? |the )?(?P<x>[^?]+?)\s+mean(?:\s+in (?:the context of [^?]+|[A-Z`'\"][^?]*))?"
+                    r"\?\s*$", re.I)
 #: Words after which a sentence says what its subject is or holds.
 _DEFINES = {"is", "are", "was", "were", "means", "mean", "refers", "refer", "stands", "stand", "contains", "contain",
             "consists", "describes", "defines", "lists", "holds", "include", "includes", "=", ":", "("}
@@ -180,15 +183,16 @@ def mentions_only(question: str, sentence: str) -> str | None:
     specification?", at most "in" a name after X) needs more: a defining verb or a colon after X
     (a name near it, "A web application needs an HTTP server", or a parenthesis, "The WSGI
     specification (:pep:`3333`) decided ...", does not say what X is; a colon counts right after
-    X only)."""
-    m = _WHAT_IS.match(question)
+    X only). "What does X mean?" is a bare definition question too."""
+    means = _MEANS.match(question)
+    m = means or _WHAT_IS.match(question)
     if not m:
         return None
     x = re.findall(r"[\w'-]+", m.group("x").lower())
     if not x or len(x) > 3 or x[0] in _OTHER_KINDS or x[-1] in _OTHER_KINDS:
         return None
     head, own = x[-1], set(x)
-    pure = bool(_DEFINITION.match(question))
+    pure = bool(means or _DEFINITION.match(question))
     tokens = _TOKEN.findall(re.sub(ROLE_NAME, "", sentence) if pure else sentence)  # ":pep:`3333`" is no colon
     low = [fold(t.strip("`").strip(".,;'"), "case") for t in tokens]
     at = [i for i, t in enumerate(low) if t in (head, head + "s", head + "es") or t.rstrip("s") == head

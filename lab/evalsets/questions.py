@@ -381,7 +381,7 @@ def _rules(question: str, sentence: str, c: Candidate, title: str) -> tuple[str 
         return "restates", why
     if (term := asks_elsewhere(question, sentence, c.heading, title)) is not None:
         return "asks_elsewhere", f"the question names {term!r}, which its answer does not"
-    if (why := answer_type(question, sentence)) is not None:
+    if (why := answer_type(question, c.text)) is not None:  # as written: its markup marks its names
         return "answer_type", why
     return None, ""
 

@@ -217,6 +217,11 @@ def test_a_name_the_question_gives_itself_is_refused():
      "non-profit membership organization.", None),
     ("What is a snapshot in the context of a restic repository?", "*Snapshot*: A Snapshot stands for the state of a "
      "file or directory that has been backed up at some point in time.", None),
+    # "What does X mean?" asks the same (urwid's row): a requirement in X is not what X is
+    ("What does pass-through mode mean in Urwid?", "In pass-through mode Urwid must still calculate character widths.",
+     "the question asks what pass-through mode is; its sentence only mentions it"),
+    ("What does the [100%] symbol mean?", "The [100%] symbol refers to the overall progress of the test run.", None),
+    ("What does the --dry-run option mean for a prune?", "In a dry run nothing is deleted.", None),  # not bare
 ])
 def test_a_bare_definition_question_needs_a_sentence_that_defines(question, sentence, said):
     """"What is X?" alone: a name near X or a parenthesis after it does not say what X is."""

@@ -105,6 +105,18 @@ def test_a_question_read_from_the_documentation_is_asked_without_saying_so_and_c
     assert [r["question"] for r in out.rows] == ["What does the --target option name?"]
 
 
+def test_the_answer_type_reads_the_sentence_as_written_its_markup_marking_its_names():
+    """A question asking for a name it gives itself ("the name of the option that sets the --target
+    folder", of a sentence marking ``--target``) is refused: the markup that says which words are
+    names is read, as the audit reads it (the plain text has none)."""
+    llm = _llm(["How many copies does the daily backup keep?",
+                "What is the name of the option that sets the `--target` folder?"])
+    out = extractive(DOCS, llm, embed, n=3, seed=0, max_candidates=2, round_trip_k=1)
+    assert out.stats["rejected"]["answer_type"]["n"] == 1
+    assert out.stats["rejected"]["answer_type"]["examples"][0]["detail"] == (
+        "the question asks for a name it gives itself ('--target')")
+
+
 def test_a_question_cut_at_a_urls_query_string_is_malformed():
     """The reply stops at its first "?": inside a URL that leaves half a question (WebOb's "What
     does the URL http://localhost/app-root/doc?"), refused; a path before a question mark is not a URL."""
