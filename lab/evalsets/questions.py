@@ -173,10 +173,11 @@ def coverage_order(docs: dict[str, str], seed: int, cut: dict[str, list[Block]] 
             items.sort(key=lambda c: hashlib.sha256(f"{seed}\x00{c.source}\x00{c.start}".encode()).hexdigest())
         queues[source] = list(sections.values())
         prose[source] = sum(b.end - b.start for b in cut[source] if b.kind == "prose")
+    last = {s: example_page(s) for s in queues}
     served: Counter = Counter()
     turn: Counter = Counter()
     while queues:
-        source = min(queues, key=lambda s: (example_page(s), (served[s] + 0.5) / max(1, prose[s]), s))
+        source = min(queues, key=lambda s: (last[s], (served[s] + 0.5) / max(1, prose[s]), s))
         sections = queues[source]
         k = turn[source] % len(sections)
         yield sections[k].pop(0)
