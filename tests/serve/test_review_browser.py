@@ -40,7 +40,8 @@ def test_a_reviewer_keeps_moves_a_span_and_drops_in_the_browser(chromium, review
         page.clock.install()  # the page's clock, moved on by the test: reading times exact to the test's steps
         page.goto(server.url + "/review/gen")
         page.fill("#reviewer-name", "ana")
-        page.click("#who button")
+        with page.expect_navigation():  # the form's GET: the queue's page, its script run before a verdict is given
+            page.click("#who button")
         # the doubted row first, its question as text, its note shown
         assert page.locator("#item").get_attribute("data-id") == "g0002"
         assert page.locator("#question").input_value() == "When was the snapshot <b>created</b>?"

@@ -112,7 +112,8 @@ def test_the_runs_table_sorts_and_two_picked_runs_open_lab_compares_numbers(chro
 def start_labelling(page, url: str, who: str) -> None:
     page.goto(f"{url}/runs/{RUN}/label")
     page.fill("#annotator-name", who)
-    page.click("#who button")
+    with page.expect_navigation():  # the form's GET: the queue's page, its script run before a label is given
+        page.click("#who button")
 
 
 def save(page, who: str, verdict: str) -> str:
