@@ -154,12 +154,14 @@ _TWO = re.compile(r"\b(?:and|or) (?:how|what|why|when|where|which|who)\b", re.I)
 #: "What is (the) X ...?": X, up to its first preposition, relative word or participle.
 _WHAT_IS = re.compile(r"^\s*what (?:is|are) (?:an? |the )?(?P<x>[^?]+?)\s*(?:\b(?:in|for|of|on|to|with|when|that|which|"
                       r"by|from|between|regarding|within|if|as|at|under)\b[^?]*|\b\w+ed\b[^?]*)?\?\s*$", re.I)
+#: What a bare definition question may close with: "in the context of Y", "in Flask" (a name).
+_IN_NAMED = r"(?:\s+in (?:the context of [^?]+|[A-Z`'\"][^?]*))?"
 #: A bare definition question: "What is X?", "What are X in Flask?", "What is X in the context of Y?".
 _DEFINITION = re.compile(r"^\s*(?i:what (?:is|are) (?:an? |the )?)(?:(?!(?i:in|for|of|on|to|with|when|that|which|by|from|as|at|"
-                         r"about|used|and|or)\b)[\w'`.-]+\s*){1,4}(?:\s+in (?:the context of [^?]+|[A-Z`'\"][^?]*))?\?\s*$")
-#: "What does X mean?", "What does X mean in Y?": a bare definition question asked another way.
-_MEANS = re.compile(r"^\s*what does (?:an? |the )?(?P<x>[^?]+?)\s+mean(?:\s+in (?:the context of [^?]+|[A-Z`'\"][^?]*))?"
-                    r"\?\s*$", re.I)
+                         r"about|used|and|or)\b)[\w'`.-]+\s*){1,4}" + _IN_NAMED + r"\?\s*$")
+#: "What does X mean?", "What does X mean in Y?": a bare definition question asked another way
+#: (read case-blind, its closing name too).
+_MEANS = re.compile(r"^\s*what does (?:an? |the )?(?P<x>[^?]+?)\s+mean" + _IN_NAMED + r"\?\s*$", re.I)
 #: Words after which a sentence says what its subject is or holds.
 _DEFINES = {"is", "are", "was", "were", "means", "mean", "refers", "refer", "stands", "stand", "contains", "contain",
             "consists", "describes", "defines", "lists", "holds", "include", "includes", "=", ":", "("}
