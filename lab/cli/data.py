@@ -331,7 +331,8 @@ def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str,
         print(line)
     print(f"wrote {out} and {sidecar}")
     if checker is None and not stats.get("stopped"):  # the default extractive mode: what --answer-check would add
-        print(estimate.checked_hint(writer.plan, args.n, stats["candidates"], _cache(args), ANSWER_CHECK_HELD_OUT))
+        print(estimate.checked_hint(writer.plan, args.n, stats["candidates"], _cache(args), ANSWER_CHECK_HELD_OUT,
+                                    (stats.get("sentences") or {}).get("candidates"), str(out), stats["n_accepted"]))
     if stats.get("stopped"):
         print(f"stopped ({stats['stopped']}) with {stats['n_accepted']} of {stats['n_requested']} questions: the "
               "same command continues (its calls are cached)")

@@ -195,14 +195,26 @@ def record(cache_root: Path, usage: dict[str, dict], n_questions: int, plans: di
             log.warning("could not store the measured LLM throughput in %s: %s", cache_root / THROUGHPUT_FILE, exc)
 
 
-def checked_hint(plan: LLMPlan, n: int, tried: int, cache_root: Path, held_out: str) -> str:
+def checked_hint(plan: LLMPlan, n: int, tried: int, cache_root: Path, held_out: str, pool: int | None = None,
+                 out: str | None = None, accepted: int | None = None) -> str:
     """After a ``lab generate`` of ``n`` questions in the default extractive mode, which wrote
     ``tried`` questions (now cached): what ``--answer-check`` would add, in calls and time
     (the ``questions-checked`` role's cost less the calls already cached), and ``held_out``, what
-    it did on documentation held out from its rules (the CLI's figures, which its help gives too)."""
-    cost = role_cost("questions-checked", plan, n, cache_root)
+    it did on documentation held out from its rules (the CLI's figures, which its help gives too).
+    ``pool``: the candidate sentences in the documents, which bound its candidates (when every one
+    was tried here, it adds the checks alone and keeps fewer than the ``accepted`` questions);
+    ``out``: the set written, whose sibling ``<stem>-checked`` the command names, so that this one
+    is kept to compare and the command is not refused for an existing file."""
+    budget = 8 * n if pool is None else min(8 * n, pool)
+    cost = role_cost("questions-checked", plan, n, cache_root, candidates=budget)
     more = max(0, cost.calls - tried)
     when = f", about {duration(cost.seconds * more / cost.calls)}" if cost.seconds is not None and cost.calls else ""
     written = f"the {tried} questions written here are cached" if tried != 1 else "the question written here is cached"
-    return (f"next: a set less often wrong, the same command with --answer-check --max-candidates {8 * n} (on "
-            f"{held_out}; docs/own-documents.md#passage-check): {written}, ~{more} calls more{when} ({cost.source})")
+    target = ""
+    if out is not None:
+        path = Path(out)
+        target = f" --out {path.with_name(f'{path.stem}-checked{path.suffix}')}"
+    spent = (f"; every candidate sentence was tried here, so it checks these questions and keeps fewer than the "
+             f"{accepted} accepted here" if pool is not None and tried >= pool and accepted is not None else "")
+    return (f"next: a set less often wrong, the same command with --answer-check --max-candidates {budget}{target} (on "
+            f"{held_out}; docs/own-documents.md#passage-check): {written}, ~{more} calls more{when} ({cost.source}){spent}")

@@ -148,3 +148,20 @@ def test_after_a_default_set_the_answer_checks_cost_counts_only_the_calls_not_ca
         {role_key(plan, role="questions-checked"): {"s_per_call": 2.0, "calls_per_unit": 5.0}}))
     assert checked_hint(plan, 150, 436, tmp_path, ANSWER_CHECK_HELD_OUT).endswith("~314 calls more, about 10 min 28 s (measured here)")
     assert "~0 calls more, about 0 s" in checked_hint(plan, 10, 436, tmp_path, ANSWER_CHECK_HELD_OUT)  # all cached already
+
+
+def test_the_answer_checks_hint_is_bounded_by_the_candidates_and_names_a_new_out(tmp_path):
+    """Babel's documentation: 100 candidate sentences, every one tried for 33 questions. The checked
+    run can try no other candidate: 100 at 1.33 calls is 133, of which the 100 written are cached,
+    so 33 calls more (its prior's 3.5 s: 1 min 55.5 s), and it keeps fewer questions, not more; the
+    command writes beside the set (the same --out would be refused: the set is finished)."""
+    plan = LLMPlan(LLMConfig(model="qwen2.5-coder-1.5b-instruct"), "questions", "x.gguf", "fp")
+    hint = checked_hint(plan, 45, 100, tmp_path, ANSWER_CHECK_HELD_OUT, pool=100, out="sets/babel.jsonl", accepted=33)
+    assert hint.startswith("next: a set less often wrong, the same command with --answer-check --max-candidates 100 "
+                           "--out sets/babel-checked.jsonl (on ")
+    assert hint.endswith("the 100 questions written here are cached, ~33 calls more, about 1 min 56 s (2-core prior); "
+                         "every candidate sentence was tried here, so it checks these questions and keeps fewer than "
+                         "the 33 accepted here")
+    roomy = checked_hint(plan, 45, 120, tmp_path, ANSWER_CHECK_HELD_OUT, pool=500, out="b.jsonl", accepted=45)
+    assert "--max-candidates 360 --out b-checked.jsonl" in roomy and "~218 calls more" in roomy  # 338 by the prior
+    assert "every candidate" not in roomy

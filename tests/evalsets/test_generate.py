@@ -120,6 +120,24 @@ def test_keywords_come_from_the_answer_held_by_the_excerpt_and_not_asked():
                            "What reporting is offered?") == ["catastrophe", "modelling"]
 
 
+def test_a_keyword_is_one_the_documents_hold_as_keywords_are_matched():
+    """Babel's numbers page: the plain sentence says "Python's Decimal type", the page
+    "Python's `Decimal`_ type". A keyword is matched case-blind in the text as written, so
+    "Python's Decimal" would be found by no retriever (lab audit: "in no document"): it is not
+    one; "Context", held as written in "the active `Context`_ instance", is. A term the page
+    breaks across lines ("WholeFragmenter\\n    Returns") is none either."""
+    raw = ["Since Babel makes full use of Python's `Decimal`_ type to perform number\nrounding before formatting, "
+           "users have the chance to control the rounding mode\nand other configurable parameters through the "
+           "active `Context`_ instance."]
+    plain = ("Since Babel makes full use of Python's Decimal type to perform number rounding before formatting, users "
+             "have the chance to control the rounding mode and other configurable parameters through the active "
+             "Context instance.")
+    assert derive_keywords(plain, raw, "How is the rounding mode controlled in Babel?") == ["Context"]
+    split = derive_keywords("WholeFragmenter Returns the entire text.", ["WholeFragmenter\n    Returns the entire text."],
+                            "What does it give?")
+    assert "WholeFragmenter" in split and "WholeFragmenter Returns" not in split
+
+
 def test_filters_on_hand_made_candidates():
     excerpt = ["The Ember 40 kiln costs 4,900 euros and carries a five-year warranty on parts"]
     assert quotes_own_answer("Is it so that the Ember 40 kiln costs 4,900 euros and carries a warranty?", excerpt)

@@ -278,7 +278,8 @@ def test_the_answer_check_rejects_a_question_its_answer_fails_and_counts_its_cal
 
 def test_a_finished_default_set_says_what_the_answer_check_would_add(tmp_path):
     """The packaged Qwen on the fixture's documents, one question: the hint counts the checked
-    role's prior calls (7.5 an accepted question, 3.5 s each) less the writer's calls now cached."""
+    role's prior calls (7.5 an accepted question, 3.5 s each) less the writer's calls now cached,
+    and names an --out beside the set (the same one would be refused: the set is finished)."""
     out = tmp_path / "kb.jsonl"
     proc = lab(tmp_path, "generate", "--kb", str(ROOT / "tests" / "fixtures" / "kb"), "--out", str(out), "--n", "1",
                "--no-progress", "--experiments", str(ROOT / "experiments"))
@@ -288,7 +289,8 @@ def test_a_finished_default_set_says_what_the_answer_check_would_add(tmp_path):
     more = round(1 * 7.5) - tried
     written = "the question written here is cached" if tried == 1 else f"the {tried} questions written here are cached"
     assert proc.stdout.splitlines()[-1] == (
-        "next: a set less often wrong, the same command with --answer-check --max-candidates 8 (on seventeen held-out "
+        "next: a set less often wrong, the same command with --answer-check --max-candidates 8 --out "
+        f"{tmp_path / 'kb-checked.jsonl'} (on seventeen held-out "
         "documentation sets: 9% to 20% bad before review with it on ten, 22% to 76% on seven (release notes got "
         "through on four); 27% to 42% without; "
         f"docs/own-documents.md#passage-check): {written}, ~{more} calls more, about {duration(more * 3.5)} "
