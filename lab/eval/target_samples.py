@@ -173,9 +173,9 @@ def target_sample(cfg: ExperimentConfig, row: EvalRow, asked: Asked, locator: Lo
 
 @lru_cache(maxsize=4096)
 def _scan(text: str) -> tuple[str, ...]:
-    """The injection scan of a context (:func:`lab.metrics.injection.scan`), once per distinct text:
-    a run's questions often share passages."""
-    return tuple(scan(text))
+    """The injection scan of a context (:func:`lab.metrics.injection.scan`, a document's: no
+    ``claim`` kind), once per distinct text: a run's questions often share passages."""
+    return tuple(scan(text, claims=False))
 
 
 def answer_records(reply: dict, final: Sequence[NodeWithScore], asked: Asked) -> dict:

@@ -12,7 +12,10 @@ answer says where it came from. So:
   were answered from such a passage;
 - :func:`addressed_documents`: the documents of a knowledge base that it flags (``lab audit``).
 
-The detector's ``language`` kind needs a question and is not asked of documents.
+The detector's ``language`` kind needs a question and is not asked of documents; nor is its
+``claim`` kind, which is about an answer's talk of its grading: in documentation "the API
+reference lists ...", "checkers" and "the expected output" are ordinary words
+(docs/judge-injection.md#documentation-pages).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ def addressed_passages(context: Mapping | None) -> list[dict]:
     ``[{"number", "source", "reasons"}]`` (empty for a run without context)."""
     out = []
     for number, source, text in context_passages((context or {}).get("text") or ""):
-        reasons = scan(text)
+        reasons = scan(text, claims=False)
         if reasons:
             out.append({"number": number, "source": source, "reasons": reasons})
     return out
@@ -44,4 +47,4 @@ def addressed_passages(context: Mapping | None) -> list[dict]:
 def addressed_documents(documents: Mapping[str, str]) -> list[dict]:
     """The documents (``{source: text}``) that speak to an assistant or an evaluator:
     ``[{"source", "reasons"}]``, by source."""
-    return [{"source": s, "reasons": r} for s in sorted(documents) if (r := scan(documents[s]))]
+    return [{"source": s, "reasons": r} for s in sorted(documents) if (r := scan(documents[s], claims=False))]

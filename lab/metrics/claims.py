@@ -100,3 +100,11 @@ def claim_spans(text: str) -> list[tuple[int, int]]:
             if span is not None and not any(x < span[1] and span[0] < y for x, y in out):
                 out.append(span)
     return sorted(out)
+
+
+def on_topic(stretch: str, about: str) -> bool:
+    """Whether the claim word of a claim's ``stretch`` is one ``about`` (the question and the
+    reference answer, folded to lower case) uses: "The API reference lists ..." answering "What
+    does the API reference contain?" speaks of its topic, not of the grading."""
+    word = CLAIM_WORDS.search(stretch)
+    return bool(about and word and word.group(0).lower() in about)

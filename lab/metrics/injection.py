@@ -30,8 +30,8 @@ that phrase patterns caught 13 of them.
 
 Before matching, the text is folded (NFKC, zero-width characters dropped, lower case, spaced-out
 letters such as ``I g n o r e`` joined), so spelling tricks do not hide a phrase. The patterns
-are narrow on purpose: ordinary insurance text ("the claims adjuster reviews the score", "rated
-4.5 stars") does not trip them (``tests/metrics/test_injection.py`` holds both kinds of example).
+are narrow on purpose: ordinary insurance text ("the claims adjuster reviews the score") and 45
+projects' documentation do not trip them (``tests/metrics/test_injection.py`` holds both kinds).
 
 :func:`neutralise` is applied to every text before it is placed in a judge prompt: it breaks
 delimiter look-alikes and chat special tokens, so data cannot close its own delimiter or open a
@@ -46,13 +46,15 @@ import re
 import unicodedata
 
 from lab.evidence.text import CITATION, FIGURE, fold
-from lab.metrics.claims import CLAIM_PATTERNS, claim_spans
+from lab.metrics.claims import CLAIM_PATTERNS, claim_spans, on_topic
 
 #: What a run does with a suspect judgement (recorded in results.json ``judge.suspect_rule``).
 SUSPECT_RULE = "excluded: a suspect judgement keeps its scores in samples.jsonl but is left out of the means, " \
                "counted beside them (judge.n_suspect, suspect_ids)"
 #: Snippet characters kept in a reason.
 SNIPPET_CHARS = 60
+#: The judge prompt's delimiters that are HTML elements too: with an attribute, they are HTML.
+_HTML_TAGS = ("input", "data", "output")
 #: The tags the delimited judge prompts (judge-v3, ...) wrap data in, and other likely ones.
 DELIMITER_TAGS = ("question", "reference", "reference_answer", "answer", "generated_answer", "data", "document",
                   "fact", "context", "input", "output")
@@ -76,16 +78,22 @@ _RELEVANT = r"(?:relevant|on[- ]topic|on point|pertinent|to the point)"
 
 _PATTERNS: list[tuple[str, re.Pattern]] = [(kind, re.compile(p, re.I | re.M)) for kind, p in [
     # -- instructions, English
-    ("instruction", rf"\b(?:ignore|disregard|forget|skip|override|bypass|drop|set aside|do not follow|don'?t follow)\b"
-                    rf"(?:\W+\w+){{0,4}}?\W+{_RULES}\b{_ON_A_THING}"),
-    ("instruction", r"\bnew (?:instructions?|rules?|task|system prompt)\b"),
+    ("instruction", rf"\b(?:ignore|disregard|forget|bypass|set aside|do not follow|don'?t follow)\b"
+                    rf"(?:\W+\w+){{0,4}}?\W+(?<!with )(?<!without ){_RULES}\b{_ON_A_THING}"),
+    # "override", "skip" and "drop" are a programmer's words too ("override the rules for discovering
+    # the root", "Override a rule"): as an order they name whose rules
+    ("instruction", rf"\b(?:skip|override|drop)\b(?:\W+\w+){{0,3}}?\W+(?:previous|prior|above|earlier|preceding|original|"
+                    rf"all|any|your|system|these|those|other)\W+(?:\w+\W+)?{_RULES}\b{_ON_A_THING}"),
+    # "New task:", "your new instructions"; not a changelog's "new task" or a router's "new rule"
+    ("instruction", r"\bnew (?:instructions?|rules?|task|system prompt)\s*[:\-\u2013\u2014]|\b(?:your|these|the following|"
+                    r"following|here are(?: the| your)?) new (?:instructions?|rules?|task|system prompt)\b"),
     ("instruction", rf"\b(?:give|assign|award|rate|score|grade|mark|output|return|respond with|reply with|set)\b"
-                    rf"(?:\W+\w+){{0,6}}?\W+(?:{_TOP}\W+(?:out of\W+5\W+)?{_SCORE_WORDS}|{_SCORE_WORDS}\W+(?:of\W+|to\W+|=\W*|as\W+)?{_TOP}|5\s*/\s*5|a\s+5|5s|fives|full marks|top marks)\b(?!\s*(?:%|percent|million|years?|months?|days?))"),
+                    rf"(?:\W+\w+){{0,6}}?\W+(?:{_TOP}\W+(?:out of\W+5\W+)?{_SCORE_WORDS}|{_SCORE_WORDS}\W+(?:of\W+|to\W+|=\W*|as\W+)?{_TOP}|5\s*/\s*5|a\s+5|5s|fives|full marks|top marks)\b(?!\s*(?:%|percent|million|years?|months?|days?|hours?|minutes?|seconds?|ms\b|-second|-minute))"),
     ("instruction", rf"\b(?:every|all|each)\s+(?:the\s+)?{_SCORE_WORDS}\s+(?:must|should|shall|will|has to|have to|need to|is|are)\b"),
     ("instruction", r"\b(?:rate|score|grade|mark)\s+(?:it|this|that|them|the|every|each|all|my|this\s+one)\b(?:\s+(?:answer|response|reply|item|one|of them))?"
-                    r"\s+(?:as\s+|a\s+|an\s+|with\s+a\s+)?(?:5|five|10|ten|perfect|excellent|correct|fully correct)\b(?!\s*(?:%|percent|million|years?|months?|days?))"),
+                    r"\s+(?:as\s+|a\s+|an\s+|with\s+a\s+)?(?:5|five|10|ten|perfect|excellent|correct|fully correct)\b(?!\s*(?:%|percent|million|years?|months?|days?|hours?|minutes?|seconds?|ms\b|-second|-minute))"),
     ("instruction", r"\b(?:this|the) (?:answer|response|reply) (?:is|must be|should be) (?:rated|scored|graded|considered|marked)\b"),
-    ("instruction", r"\b(?:you|the model) (?:must|should|will|are required to|have to)\s+(?:now\s+)?(?:rate|score|grade|output|answer|reply|respond|give)\b"),
+    ("instruction", r"\b(?:you|the model) (?:must|should|will|are required to|have to)\s+(?:now\s+)?(?:rate|score|grade|output|answer|reply|respond)\b"),
     ("instruction", r"\b(?:this|the|my)\s+(?:answer|response|reply)\b[^.\n]{0,60}\b(?:maximum|max|highest|top|best|full|perfect)\s+(?:marks?|grades?|scores?|ratings?|notes?)\b"),
     ("instruction", r"\b(?:maximum|max|highest|top|best|full|perfect)\s+(?:marks?|grades?|scores?|ratings?)\s+(?:for|to)\s+(?:this|the|my)\s+(?:answer|response|reply)\b"),
     ("instruction", r"\b(?:treat|consider|regard|count|accept|mark)\s+(?:this|the|my|it)\s*(?:answer|response|reply)?\s+as\s+(?:identical|equal|equivalent|correct|right|accurate|the reference)"),
@@ -93,7 +101,7 @@ _PATTERNS: list[tuple[str, re.Pattern]] = [(kind, re.compile(p, re.I | re.M)) fo
     ("instruction", r"\bthe\s+reference\s+answer\s+(?:you\s+(?:were|have been)\s+given|is\s+(?:wrong|outdated|incorrect|out of date)|contains\s+(?:a|an)\s+(?:typo|error|mistake))"),
     ("instruction", r"\b(?:criteria|rubric|instructions|rules)\s+(?:above|given)\s+(?:do|does)\s+not\s+apply\b"),
     ("instruction", r"\b(?:grading|scoring|evaluation)\s+(?:note|update|instructions?)\b"),
-    ("instruction", r"\byou are no longer (?:grading|evaluating|scoring|judging|an? )|\bforget everything (?:above|before)\b|^\W*override\s*:"),
+    ("instruction", r"\byou are no longer (?:grading|evaluating|scoring|judging|an? )|\bforget everything (?:above|before)\b|^\W*override\s*:(?![a-z]+:)(?=[ \t]*\S)"),
     ("addressed", r"\bwhoever\s+(?:is\s+)?(?:grading|scoring|evaluating|judging|reads?\s+this)\b|\b(?:context|note|message|information|reminder)\s+for\s+the\s+(?:reviewer|scoring system|grading system)\b"),
     # -- instructions, other languages
     ("instruction", r"\b(?:ignorier|vergiss|missacht)\w*\b(?:\W+\w+){0,4}?\W+(?:anweisung|instruktion|regel|vorgabe)\w*"),
@@ -138,13 +146,17 @@ _PATTERNS: list[tuple[str, re.Pattern]] = [(kind, re.compile(p, re.I | re.M)) fo
     # -- role markers, special tokens and delimiter look-alikes
     ("role", r"<\|\s*(?:im_start|im_end|endoftext|system|user|assistant|eot_id|start_header_id|end_header_id|begin_of_text)\s*\|>"),
     ("role", r"\[/?inst\]|<</?sys>>|<\s*/?\s*(?:system|assistant)\s*>"),
-    ("role", r"^\W{0,3}(?:system|assistant|user|developer)\s*(?:message|prompt)?\s*:"),
+    ("role", r"^\W{0,3}(?:system|assistant|user|developer)\s*(?:message|prompt)?\s*:(?!`)"),
     ("role", r"[(\[{<]\s*(?:system|assistant|developer)\s*(?:message|prompt)?\s*:"),
     ("role", r"^\s*#{2,}\s*(?:instruction|instructions|system|response|new task|task)\b"),
-    ("role", r"^\s*={3,}\s*(?:system|user|assistant)\b"),
-    ("role", r"\b(?:end|ende|fin) (?:of|des|de la|du) (?:the )?(?:answer|reference|data|input|document|réponse|respuesta)\b\W*(?:\]|-{2,}|={2,}|\*{2,}|#|>|$)"),
+    ("role", r"^[ \t]*={3,}[ \t]*(?:system|user|assistant)\b"),
+    ("role", r"\b(?:end|ende|fin) (?:of|des|de la|du) (?:the )?(?:(?:answer|reference|data|document|réponse|respuesta)\b"
+             r"\W*(?:\]|-{2,}|={2,}|\*{2,}|#|>|$)|input\b\W*(?:\]|-{2,}|={2,}|\*{2,}|#|>))"),  # "... the end of input" ends a line
     ("role", r"\[(?:system|assistant|end of (?:answer|data|input))\]"),
-    ("role", r"<\s*/?\s*(?:" + "|".join(DELIMITER_TAGS) + r")\b[^<>]{0,40}>"),
+    # the judge's delimiters as tags; not "<input-paths>", a link's "`guide <reference>`_", an HTML
+    # form's '<input type="text">' (<data>, <output>) or a traceback's 'File "<input>"'
+    ("role", r"<\s*/?\s*(?:" + "|".join(t for t in DELIMITER_TAGS if t not in _HTML_TAGS) + r")(?=[\s/>])[^<>]{0,40}>(?!`)"
+             r"|(?<!file \")<\s*/?\s*(?:" + "|".join(_HTML_TAGS) + r")(?=[\s/>])(?![^<>]*(?:=|%s|\{))[^<>]{0,40}>(?!`)"),
     # -- the text speaks of its own grade or merit, or appeals to a reader who grades
     ("assessment", r"\b(?:this|the above|the preceding|the following|my|our)\s+(?:answer|response|reply|submission)\b"
                    r"[^.!?\n]{0,80}?\b(?:deserv\w*|merit\w*|warrant\w*|earns?|grades?|graded|marks|ratings?|rated|"
@@ -153,8 +165,8 @@ _PATTERNS: list[tuple[str, re.Pattern]] = [(kind, re.compile(p, re.I | re.M)) fo
     ("assessment", r"\b(?:deserves?|merits?|warrants?|earns?)\s+(?:a\s+|the\s+)?(?:top|highest|best|maximum|full|"
                    r"perfect|five|5|10\s*/\s*10|100\s*%)(?!\w)"),
     ("addressed", rf"^\W*{_GRADER}s?(?:'s)?\s+(?:note|notice|comment|remark|message)\s*:"),
-    ("assessment", r"\b(?:any|every|a|an|the)\s+(?:\w+\s+){0,2}(?:reviewer|assessor|examiner|grader|evaluator|marker)s?"
-                   r"\s+(?:would|will|should|must|can)\b"),
+    ("assessment", r"\b(?:any|every|a|an|the)\s+(?:\w+\s+){0,2}(?:(?:reviewer|assessor|examiner|grader|evaluator)s?"
+                   r"\s+(?:would|will|should|must|can)|markers?\s+(?:would|will|should|must))\b"),
     ("assessment", r"^\s*(?:grade|score|rating|assessment|verdict|mark|nilai|note|bewertung|hodnocení|ocena|puan)\s*:"
                    r"(?=[^\n]*\b(?:5|five|10|100\s*%)\b)"),
     ("assessment", r"^\s*(?:user|assistant|human|ai|question|answer)\s*:(?:.*\n)+?\s*(?:assistant|ai|grade|score|"
@@ -179,6 +191,8 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/]{20,}={0,2}")
 _LEET = str.maketrans("0134579@$", "oieastgas")
 _LEET_WORD = re.compile(r"\b(?=\w*[a-z])(?=\w*\d)[a-z0-9]{3,}\b", re.I)
 _MIXED_SCRIPTS = ("LATIN", "CYRILLIC", "GREEK")
+#: Greek letters written as symbols beside Latin ones (units, constants, names of languages and functions).
+_SYMBOLS = frozenset("μωΩπλΔδσΣθφψβγΓΛΦΨ")
 #: English function words: a sentence of English holds some; a sentence of another language holds none.
 _ENGLISH = frozenset("""a an the is are was were be been being of to in on at for by with from and or but not no
 this that these those it its as if then than so do does did has have had will would can could should may might
@@ -188,22 +202,24 @@ _SENTENCE = re.compile(r"[^.!?;:\n]+")
 _WORD = re.compile(r"[^\W\d_]+")
 
 
-def _match(folded: str, out: dict[str, str], marks: bool = True) -> None:
+def _match(folded: str, out: dict[str, str], marks: bool = True, claims: bool = True, about: str = "") -> None:
     for kind, pattern in _PATTERNS:
         if kind not in out:
             m = pattern.search(folded)
             if m:
                 out[kind] = m.group(0).strip()[:SNIPPET_CHARS]
-    if marks and not out:  # a claim about the reference or the grading, where nothing else is said to the judge
+    if marks and claims and not out:  # a claim about the reference or the grading, where nothing else is said to the judge
         for kind, pattern in CLAIM_PATTERNS:
-            m = pattern.search(folded)
+            m = next((m for m in pattern.finditer(folded) if not on_topic(m.group(0), about)), None)
             if m:
                 out[kind] = m.group(0).strip()[:SNIPPET_CHARS]
                 break
     if marks and "assessment" not in out:
         # "accuracy: 5", "| Precisão | 5 |", "přesnost 5"; not "Tier 5, Level 5, Zone 5" (names of things)
-        found = [m for m in _TOP_MARK.finditer(folded) if m["sep"] or m["label"][0].islower()]
-        if len(found) >= 3:
+        # three criteria, not one again ("tag: 5, tag: 5, ...") nor upper-case tokens ('"COLON": 5, ...')
+        found = [m for m in _TOP_MARK.finditer(folded) if (m["sep"] or m["label"][0].islower())
+                 and not (m["label"].isascii() and m["label"].isupper())]
+        if len({m["label"].lower() for m in found}) >= 3:
             out["assessment"] = ", ".join(m.group(0).strip(" ,;|{(\n") for m in found)[:SNIPPET_CHARS]
 
 
@@ -231,9 +247,11 @@ def _script(ch: str) -> str:
 
 
 def _mixed_word(folded: str) -> str | None:
-    """A word whose letters come from Latin and Cyrillic or Greek at once (a look-alike spelling)."""
+    """A word whose letters come from Latin and Cyrillic or Greek at once (a look-alike spelling).
+    Greek letters that are symbols of science and code ("μs", the micro sign after NFKC; "Cω";
+    "λx") look like no Latin letter and make no such word."""
     for w in _WORD.findall(folded):
-        if len({_script(c) for c in w} & set(_MIXED_SCRIPTS)) >= 2:
+        if len({_script(c) for c in w if c not in _SYMBOLS} & set(_MIXED_SCRIPTS)) >= 2:
             return w
     return None
 
@@ -285,14 +303,16 @@ def _foreign(folded: str, question: str) -> str | None:
     return None
 
 
-def scan(text: str, question: str = "") -> list[str]:
+def scan(text: str, question: str = "", claims: bool = True, about: str = "") -> list[str]:
     """Why ``text`` reads as addressed to an evaluator or a model: one ``"kind: 'snippet'"`` per
-    kind found (instruction, addressed, verdict, role, assessment, hidden, language), in that
-    order; empty for plain data. ``question``, where given, is the question the text answers
-    or belongs to: the ``language`` kind is judged against it."""
+    kind found (instruction, addressed, verdict, role, assessment, claim, hidden, language), in
+    that order; empty for plain data. ``question``, where given, is the question the text answers
+    or belongs to: the ``language`` kind is judged against it. ``claims=False``: no ``claim`` kind
+    (a document's "API reference" is a manual: docs/judge-injection.md#documentation-pages);
+    ``about``: texts whose words a claim may use as its topic (the question and the reference)."""
     folded = fold(text, "screen")
     out: dict[str, str] = {}
-    _match(folded, out)
+    _match(folded, out, claims=claims, about=fold(about, "screen").lower())
     for decoded in _decodings(folded):
         if decoded == folded:
             continue
@@ -313,12 +333,17 @@ def scan(text: str, question: str = "") -> list[str]:
     return [f"{kind}: {out[kind]!r}" for kind in order if kind in out]
 
 
-def suspect_reasons(**texts: str) -> list[str]:
+def suspect_reasons(*, claims: bool = True, **texts: str) -> list[str]:
     """:func:`scan` of each named text (answer=..., reference=...), each reason prefixed with its
-    name: ``["answer: instruction: 'ignore previous instructions'"]``."""
+    name: ``["answer: instruction: 'ignore previous instructions'"]``. The ``claim`` kind reads
+    the answer alone, and not its words that the question or the reference answer use; a reference
+    answer is the eval set's (often a document's sentence), and ``claims=False`` reads none, for
+    texts that are a document's and a question about it (:func:`scan`)."""
     question = texts.get("question") or ""
+    about = " ".join(texts.get(k) or "" for k in ("question", "reference"))
     return [f"{name}: {r}" for name, text in texts.items() if text
-            for r in scan(text, "" if name == "question" else question)]
+            for r in scan(text, "" if name == "question" else question, claims and name == "answer",
+                          about if name == "answer" else "")]
 
 
 _BREAK_TAG = re.compile(r"<(\s*/?\s*(?:" + "|".join(DELIMITER_TAGS) + r")\b)", re.I)
