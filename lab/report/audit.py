@@ -89,8 +89,10 @@ def audit_lines(findings: dict, *, more: str = "the HTML page") -> list[str]:
     """The terminal summary: counts, the problems worst first, up to :data:`SHOWN` rows of each
     finding and where the rest are (``more``: the page's path, when the caller wrote one)."""
     s, cov, power = findings["summary"], findings["coverage"], findings.get("power")
-    out = [f"audit of {findings['source']}: {s['n_rows']} rows, {s['n_categories']} categories, {s['n_documents']} "
-           f"documents, {s['n_spans']} golden spans: {'ok' if s['ok'] else 'NOT OK'}"]
+    counts = ", ".join(f"{n} {word if n == 1 else words}" for n, word, words in (
+        (s["n_rows"], "row", "rows"), (s["n_categories"], "category", "categories"),
+        (s["n_documents"], "document", "documents"), (s["n_spans"], "golden span", "golden spans")))
+    out = [f"audit of {findings['source']}: {counts}: {'ok' if s['ok'] else 'NOT OK'}"]
     out += checked_lines(s.get("checked_by"))
     out += ["problems, worst first:"] + [f"  - {p}" for p in s["problems"]] if s["problems"] else ["no problems found"]
     for _, where, title, _ in SECTIONS:

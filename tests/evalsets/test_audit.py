@@ -396,6 +396,8 @@ def test_the_audit_says_what_checked_it_and_what_none_of_that_sees(tmp_path):
 def test_terminal_lines_mention_every_problem(findings):
     lines = audit_lines(findings)
     assert lines[0] == ("audit of eval_sets/set.jsonl: 10 rows, 4 categories, 4 documents, 4 golden spans: NOT OK")
+    one = {**findings, "summary": {**findings["summary"], "n_rows": 1, "n_categories": 1, "n_documents": 1, "n_spans": 1}}
+    assert audit_lines(one)[0] == "audit of eval_sets/set.jsonl: 1 row, 1 category, 1 document, 1 golden span: NOT OK"
     for problem in findings["summary"]["problems"]:
         assert f"  - {problem}" in lines
     assert "  q05 (line 5): references.0: the content does not match products/cropwing.md chars 0-46; the content " \
