@@ -173,8 +173,9 @@ def plan_lines(cfg: ExperimentConfig, plans: ModelPlans, judge: JudgePlan | None
     """What a run of ``cfg`` will ask of its LLMs, and how long that takes here (:mod:`lab.eval.estimate`)."""
     n = len(questions.rows)
     lines = describe(estimate(cfg, n, plans.generation, plans.query, judge, opts.cache_root), n)
-    if cfg.generation is not None or judge is not None:
-        lines.append("  cheaper first: --retrieval-only (no LLM call), or --limit 10 (a stratified sample)")
+    if cfg.generation is not None or judge is not None:  # a sample smaller than this one, where it is not already
+        smaller = ", or --limit 10 (a stratified sample)" if n > 10 else ""
+        lines.append(f"  cheaper first: --retrieval-only (no LLM call){smaller}")
     return lines
 
 

@@ -88,6 +88,7 @@ def test_dry_run_prints_the_plan_and_writes_nothing(cli, project):
     assert lines[0].startswith("small[") or lines[0].startswith("small: ")
     assert "4 questions; LLM calls (a call already cached takes no time):" in lines
     assert "  generation smollm2-135m-instruct: ~4 calls, about 1 min 09 s (2-core prior)" in lines
+    assert lines[-2] == "  cheaper first: --retrieval-only (no LLM call)"  # a sample of 4 is already small
     assert lines[-1] == "dry run: nothing was run or written"
     assert not (project / "reports").exists()
     code, out, _ = cli("run", "small", "--dry-run", "--retrieval-only", "--experiments", project / "experiments",
