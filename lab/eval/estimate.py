@@ -10,7 +10,7 @@ answer, repeats included; with calibration, the reference and a mismatched refer
 question; each perturbation of the checked questions), and the paraphraser's, a checked question
 (the generator rewording its reference for the paraphrase check). Before anything was
 measured here, a local llama.cpp model is estimated from the figures measured on a 2-core machine
-(:data:`PRIOR`, docs/judge.md: 17.3 s an answer, 12.0 s a question judged in three calls); a
+(:data:`PRIOR`: 17.3 s an answer, 0.53 s a judge call, 3.4 calls a graded text); a
 remote model is counted in calls only. Cached calls cost nothing, so a repeated run is faster than
 its estimate: the estimate is an upper bound for a run whose calls are partly cached.
 """
@@ -47,9 +47,14 @@ THROUGHPUT_FILE = "throughput.json"
 #: it keeps about half, about 7.5 calls an accepted question (Bottle: 260 writer and 80 check calls
 #: for 45; Peewee: 242 and 89) at about 3.5 s a call (a check call takes about 1.7 times a
 #: writer's: 6.6 s against 3.9 s on both sets).
-#: ``judge``: a graded text (three calls for the rubric methods); ``paraphrase``: a checked
-#: question (1.8 calls with its retries: 9 for 5 questions of turn13, 6.2 s each, measured here).
-PRIOR = {"generation": (17.3, 1.0), "judge": (4.0, 3.0), "query": (2.0, 1.0), "testset": (17.4, 3.0),
+#: ``judge``: a graded text, with the default method for a local judge (``rubric-expected``: a
+#: score read from one step's probabilities, the rubric's head evaluated once) 3.4 calls at 0.53 s
+#: (turn13's 10-question sample of our eval set: 324 calls for 90 texts, 0.531 s a computed call;
+#: hybrid's 5 of a generated set of Babel's documentation: 141 for 45, 0.513 s; the 4.0 s of the
+#: written verdicts before it made a 10-question sample's estimate 22 min 45 s for a 6 min 29 s run);
+#: ``paraphrase``: a checked question (1.8 calls with its retries: 9 for 5 questions of turn13,
+#: 6.2 s each, measured here).
+PRIOR = {"generation": (17.3, 1.0), "judge": (0.53, 3.4), "query": (2.0, 1.0), "testset": (17.4, 3.0),
          "questions": (3.0, 3.2), "questions-checked": (3.5, 7.5), "paraphrase": (6.2, 1.8)}
 #: The extractive roles' calls a candidate sentence: its question, and with ``--answer-check`` the
 #: check of the third or so that pass the rules (Bottle 80 checks for 260 questions, Peewee 89 for

@@ -79,10 +79,10 @@ def test_retrieval_only_skips_answers_and_the_judge(project, tmp_path):
     assert results["funnel"]["overall"]["n"] == 6
     # what to run next, and its cost, before any model has been measured here (the 2-core prior)
     assert "6 questions, retrieval only: no LLM call" in p.stderr
-    # every call counted: 10 answers; the judge's 10 + 20 calibration + 10 x 6 perturbed texts, 3 calls each;
-    # 10 paraphrases of 1.8 calls: 10 + 270 + 18 = 298 calls, 173 + 1,080 + 111.6 s (the 2-core prior)
+    # every call counted: 10 answers; the judge's 10 + 20 calibration + 10 x 6 perturbed texts, 3.4 calls each;
+    # 10 paraphrases of 1.8 calls: 10 + 306 + 18 = 334 calls, 173 + 162.18 + 111.6 s (the 2-core prior)
     assert p.stdout.splitlines()[-1] == ("next: lab run small --limit 10 answers and judges a stratified sample of 10 "
-                                         "questions (298 LLM calls, about 22 min 45 s here); --dry-run says what the "
+                                         "questions (334 LLM calls, about 7 min 27 s here); --dry-run says what the "
                                          "whole set costs")
 
 

@@ -22,22 +22,22 @@ def plans(project):
 def test_before_any_measurement_a_local_model_is_estimated_from_the_2_core_prior(project, tmp_path):
     """Every call is counted: 20 answers; the judge grades 20 answers, 40 calibration texts
     (calibration on) and 6 perturbations of each of the 20 checked questions (checks: 20), 180
-    texts of 3 calls; the generator paraphrases the 20 checked references (1.8 calls each)."""
+    texts of 3.4 calls; the generator paraphrases the 20 checked references (1.8 calls each)."""
     cfg, gen, judge = plans(project)
     costs = estimate(cfg, 20, gen, None, judge, tmp_path)
     assert [(c.role, c.calls, c.source) for c in costs] == [("generation", 20, "2-core prior"),
-                                                              ("judge", 540, "2-core prior"),
+                                                              ("judge", 612, "2-core prior"),
                                                               ("paraphrase", 36, "2-core prior")]
-    assert [c.seconds for c in costs] == [20 * 17.3, 540 * 4.0, 36 * 6.2]  # 346 s, 2,160 s, 223.2 s
+    assert [c.seconds for c in costs] == [20 * 17.3, 612 * 0.53, 36 * 6.2]  # 346 s, 324.36 s, 223.2 s
     lines = describe(costs, 20)
     assert lines[0] == "20 questions; LLM calls (a call already cached takes no time):"
     assert lines[1] == "  generation smollm2-135m-instruct: ~20 calls, about 5 min 46 s (2-core prior)"
-    assert lines[2] == "  judge      smollm2-135m-instruct: ~540 calls, about 36 min 00 s (2-core prior)"
+    assert lines[2] == "  judge      smollm2-135m-instruct: ~612 calls, about 5 min 24 s (2-core prior)"
     assert lines[3] == "  paraphrase smollm2-135m-instruct: ~36 calls, about 3 min 43 s (2-core prior)"
-    assert lines[4].startswith("  estimated total: about 45 min 29 s (from the 2-core prior")
+    assert lines[4].startswith("  estimated total: about 14 min 54 s (from the 2-core prior")
     quiet = cfg.model_copy(update={"judge": cfg.judge.model_copy(update={"calibration": False, "checks": 0})})
     assert [(c.role, c.calls) for c in estimate(quiet, 20, gen, None, judge, tmp_path)] == [("generation", 20),
-                                                                                          ("judge", 60)]
+                                                                                          ("judge", 68)]
 
 
 def test_a_finished_run_replaces_the_prior_with_what_it_measured(project, tmp_path):
