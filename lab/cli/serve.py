@@ -69,9 +69,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
     address = f"http://{shown}:{args.port}/" + (f"?token={token}" if token else "")
     print(f"lab serve: {address}  (reports {reports}; labels in {reports / 'labels.sqlite'}; Ctrl-C stops)", flush=True)
-    for rs in review_sets:
-        print(f"review {rs.path}: {address.split('?')[0]}review/{rs.key}  ({len(rs.rows)} rows, "
-              f"{sum(1 for r in rs.rows if rs.notes.get(r['id']))} doubted by the rules)", flush=True)
+    for rs in review_sets:  # "doubted by the rules" is the audit's word for the generator's rules alone
+        flagged = sum(1 for r in rs.rows if rs.notes.get(r["id"]))
+        print(f"review {rs.path}: {address.split('?')[0]}review/{rs.key}  ({len(rs.rows)} rows, {flagged} with an "
+              "audit finding against them, shown first)", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", access_log=False)
     return 0
 

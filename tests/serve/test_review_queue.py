@@ -77,8 +77,10 @@ def test_the_queue_shows_the_doubted_row_first_with_its_span_in_its_document(rev
     assert "When was the snapshot &lt;b&gt;created&lt;/b&gt;?" in html  # text, never markup
     assert '<mark id="span">created snapshot 40dc1520 at 2015-05-08 21:38</mark>' in html
     assert "0 kept · 0 fixed · 0 dropped · 4 unreviewed" in html
+    assert "4 rows · 2 with an audit finding against them (shown first)" in html  # any finding, not only the rules'
     listing = review["client"].get("/review").text
     assert str(review["path"]) in listing and "<td>4</td><td>2</td>" in listing
+    assert "<th>with an audit finding</th>" in listing
 
 
 def test_keep_fix_and_drop_write_a_reviewed_copy_and_never_the_set(review):
