@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from lab.evidence.states import stated_keywords
 from lab.evidence.text import NOT_NAMES, content_words, figures, fold, fold_at
 
 #: Near-duplicate questions: cosine similarity of their embeddings at or above this.
@@ -135,9 +136,9 @@ def derive_keywords(answer: str, excerpts: Sequence[str], question: str, limit: 
     question, and that ``common`` does not call too common (a keyword in most documents makes
     coverage meaningless); a date before its year, at most ``limit``. An answer with none of
     those gives its two longest words of 6+ letters that pass the same checks. "Occur" is read as
-    a keyword is matched (``fold(..., "case")``): a term of the answer's plain text that the
-    excerpts hold only with markup ("Python's `Decimal`_") would be found by no retriever."""
-    held = " ".join(fold(e, "case") for e in excerpts)
+    a keyword is matched (:func:`lab.evidence.states.stated_keywords`): a term of the answer's plain
+    text that the excerpts hold only with markup ("Python's `Decimal`_") would be found by no retriever."""
+    held = " ".join(excerpts)
     asked = fold(question)
     found: list[str] = []
     for pattern in _PATTERNS:
@@ -150,12 +151,12 @@ def derive_keywords(answer: str, excerpts: Sequence[str], question: str, limit: 
             if len(term) < 2 or term in NOT_NAMES:
                 continue
             low = fold(term)
-            if (fold(term, "case") in held and low not in asked and not any(low in fold(f) for f in found)
+            if (stated_keywords(held, [term])[0] and low not in asked and not any(low in fold(f) for f in found)
                     and not (common is not None and common(low))):
                 found.append(term)
     if not found:  # no figure, date or name: the answer's distinctive words the excerpts hold
         words = sorted({w for w in re.findall(r"[A-Za-z][A-Za-z-]{5,}", answer)
-                        if fold(w, "case") in held and (low := fold(w)) not in asked
+                        if stated_keywords(held, [w])[0] and (low := fold(w)) not in asked
                         and not (common is not None and common(low))}, key=lambda w: (-len(w), w))
         found = words[:2]
     return found[:limit]

@@ -258,7 +258,7 @@ def _ref(source: str, text: str, where: tuple[int, int], **marks: bool) -> dict:
 
 def _check(task: dict, item: dict, docs: dict[str, str]) -> tuple[str | None, str, list[dict]]:
     """(reason rejected or None, detail, references) for the model's item."""
-    suspect = suspect_reasons(question=item["question"], reference=item["answer"], claims=False)
+    suspect = suspect_reasons(question=item["question"], reference=item["answer"])
     if suspect:  # a document that speaks to an evaluator must not reach the judge through a row
         return "injection", "; ".join(suspect), []
     excerpts = [item["excerpt"]] if "excerpt" in item else [item["excerpt_a"], item["excerpt_b"]]

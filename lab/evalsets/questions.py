@@ -356,7 +356,7 @@ def _one(llm: LabLLM, prompt, head: int, c: Candidate, seed: int) -> tuple[str |
         question = question[:question.index("?") + 1]
     if _URL_CUT.search(question):  # the reply stopped at a query string's "?": "... the URL http://host/doc?"
         return "malformed", "cut at a URL's '?'", question, None
-    if suspect := suspect_reasons(question=question, reference=sentence, claims=False):  # as the model wrote it
+    if suspect := suspect_reasons(question=question, reference=sentence):  # as the model wrote it
         return "injection", "; ".join(suspect), question, None
     mended = without_where_read(question)  # "What does X do in the grammar.md file?"
     reason, detail = _rules(mended or question, sentence, c, title)

@@ -63,6 +63,8 @@ _PREVIOUS = r"(?:previous|prior|above|earlier|preceding|original|all|any|your|th
 _RULES = r"(?:instructions?|rules?|prompts?|guidelines?|criteria|rubric|directions?|orders?|context|reference answer|reference)"
 _SCORE_WORDS = r"(?:scores?|ratings?|marks?|points?|grades?|evaluations?)"
 _TOP = r"(?:5|five|maximum|max|highest|top|perfect|full)"
+#: After a score: not a share, an amount or a time ("5% of", "5 million", "a 5 second timeout").
+_NOT_A_SCORE = r"(?!\s*(?:%|percent|million|years?|months?|days?|hours?|minutes?|seconds?|ms\b|-second|-minute))"
 _GRADER = r"(?:evaluator|grader|judge|scorer|rater|assistant|ai|llm|language model|model|bot|chatbot|gpt|qwen|" \
           r"reviewer|assessor|examiner|marker|checker|annotator)"
 
@@ -80,18 +82,17 @@ _PATTERNS: list[tuple[str, re.Pattern]] = [(kind, re.compile(p, re.I | re.M)) fo
     # -- instructions, English
     ("instruction", rf"\b(?:ignore|disregard|forget|bypass|set aside|do not follow|don'?t follow)\b"
                     rf"(?:\W+\w+){{0,4}}?\W+(?<!with )(?<!without ){_RULES}\b{_ON_A_THING}"),
-    # "override", "skip" and "drop" are a programmer's words too ("override the rules for discovering
-    # the root", "Override a rule"): as an order they name whose rules
+    # "override", "skip", "drop": a programmer's words too ("Override a rule"); an order names whose rules
     ("instruction", rf"\b(?:skip|override|drop)\b(?:\W+\w+){{0,3}}?\W+(?:previous|prior|above|earlier|preceding|original|"
                     rf"all|any|your|system|these|those|other)\W+(?:\w+\W+)?{_RULES}\b{_ON_A_THING}"),
     # "New task:", "your new instructions"; not a changelog's "new task" or a router's "new rule"
     ("instruction", r"\bnew (?:instructions?|rules?|task|system prompt)\s*[:\-\u2013\u2014]|\b(?:your|these|the following|"
                     r"following|here are(?: the| your)?) new (?:instructions?|rules?|task|system prompt)\b"),
     ("instruction", rf"\b(?:give|assign|award|rate|score|grade|mark|output|return|respond with|reply with|set)\b"
-                    rf"(?:\W+\w+){{0,6}}?\W+(?:{_TOP}\W+(?:out of\W+5\W+)?{_SCORE_WORDS}|{_SCORE_WORDS}\W+(?:of\W+|to\W+|=\W*|as\W+)?{_TOP}|5\s*/\s*5|a\s+5|5s|fives|full marks|top marks)\b(?!\s*(?:%|percent|million|years?|months?|days?|hours?|minutes?|seconds?|ms\b|-second|-minute))"),
+                    rf"(?:\W+\w+){{0,6}}?\W+(?:{_TOP}\W+(?:out of\W+5\W+)?{_SCORE_WORDS}|{_SCORE_WORDS}\W+(?:of\W+|to\W+|=\W*|as\W+)?{_TOP}|5\s*/\s*5|a\s+5|5s|fives|full marks|top marks)\b{_NOT_A_SCORE}"),
     ("instruction", rf"\b(?:every|all|each)\s+(?:the\s+)?{_SCORE_WORDS}\s+(?:must|should|shall|will|has to|have to|need to|is|are)\b"),
     ("instruction", r"\b(?:rate|score|grade|mark)\s+(?:it|this|that|them|the|every|each|all|my|this\s+one)\b(?:\s+(?:answer|response|reply|item|one|of them))?"
-                    r"\s+(?:as\s+|a\s+|an\s+|with\s+a\s+)?(?:5|five|10|ten|perfect|excellent|correct|fully correct)\b(?!\s*(?:%|percent|million|years?|months?|days?|hours?|minutes?|seconds?|ms\b|-second|-minute))"),
+                    r"\s+(?:as\s+|a\s+|an\s+|with\s+a\s+)?(?:5|five|10|ten|perfect|excellent|correct|fully correct)\b" + _NOT_A_SCORE),
     ("instruction", r"\b(?:this|the) (?:answer|response|reply) (?:is|must be|should be) (?:rated|scored|graded|considered|marked)\b"),
     ("instruction", r"\b(?:you|the model) (?:must|should|will|are required to|have to)\s+(?:now\s+)?(?:rate|score|grade|output|answer|reply|respond)\b"),
     ("instruction", r"\b(?:this|the|my)\s+(?:answer|response|reply)\b[^.\n]{0,60}\b(?:maximum|max|highest|top|best|full|perfect)\s+(?:marks?|grades?|scores?|ratings?|notes?)\b"),
@@ -333,16 +334,15 @@ def scan(text: str, question: str = "", claims: bool = True, about: str = "") ->
     return [f"{kind}: {out[kind]!r}" for kind in order if kind in out]
 
 
-def suspect_reasons(*, claims: bool = True, **texts: str) -> list[str]:
+def suspect_reasons(**texts: str) -> list[str]:
     """:func:`scan` of each named text (answer=..., reference=...), each reason prefixed with its
     name: ``["answer: instruction: 'ignore previous instructions'"]``. The ``claim`` kind reads
-    the answer alone, and not its words that the question or the reference answer use; a reference
-    answer is the eval set's (often a document's sentence), and ``claims=False`` reads none, for
-    texts that are a document's and a question about it (:func:`scan`)."""
+    the answer alone, and not its words that the question or the reference answer use: a question
+    and a reference answer are the eval set's (often a document's sentence and a question on it)."""
     question = texts.get("question") or ""
     about = " ".join(texts.get(k) or "" for k in ("question", "reference"))
     return [f"{name}: {r}" for name, text in texts.items() if text
-            for r in scan(text, "" if name == "question" else question, claims and name == "answer",
+            for r in scan(text, "" if name == "question" else question, name == "answer",
                           about if name == "answer" else "")]
 
 
