@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lab.config import EmbeddingConfig, ExperimentConfig, LLMConfig, LoaderConfig, load_experiment
+from lab.config.load import READABLE
 from lab.cli import options
 from lab.errors import ConfigError, DataError
 from lab.paths import cache_root, check_output, claim_output, resolve_run, reviewed_note, write_atomic
@@ -25,7 +26,7 @@ from lab.runfiles import load_run
 if TYPE_CHECKING:
     from lab.rag.loaders import Corpus
 
-ALL_FORMATS = [".md", ".txt", ".pdf", ".docx", ".html"]
+ALL_FORMATS = list(READABLE)  # every format the lab reads, as a run given a folder of them reads it
 ANSWER_CHECK_HELD_OUT = ("seventeen held-out documentation sets: 9% to 20% bad before review with it on ten, 22% "
                          "to 76% on seven (release notes got through on four); 27% to 42% without")
 

@@ -26,9 +26,9 @@ class LoaderConfig(Strict):
     name: Literal["folder"] = "folder"
     """The loader: ``folder``, every file under the knowledge base with one of the extensions."""
     extensions: list[str] = Field(default_factory=lambda: [".md", ".txt"])
-    """File extensions loaded (case-insensitive). Text files are read as UTF-8; ``.pdf``, ``.docx``,
-    ``.html`` and ``.htm`` go through their readers (an encrypted, scanned or broken one is skipped
-    and listed). Files with other extensions are not read."""
+    """File extensions loaded (case-insensitive). Text files are read as UTF-8 (a notebook's JSON, as
+    Sphinx's ``<name>.ipynb.txt``, as the notebook); ``.pdf``, ``.docx``, ``.html``, ``.htm`` and
+    ``.ipynb`` through their readers (a broken one is skipped and listed). Other files are not read."""
     max_file_bytes: int = Field(5_000_000, gt=0, description="Size limit of one file in bytes; a larger file stops "
                                 "the run with its name (split it, or raise the limit).")
     include_hidden: bool | None = Field(

@@ -345,7 +345,7 @@ def load_experiment(
 
 
 #: The formats the lab reads (``lab.rag.loaders``), as ``lab generate`` and ``lab serve --review`` read a folder.
-READABLE = (".md", ".txt", ".pdf", ".docx", ".html", ".htm")
+READABLE = (".md", ".txt", ".pdf", ".docx", ".html", ".htm", ".ipynb")
 
 
 def _formats_found(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

@@ -225,7 +225,7 @@ MIN_SPAN_WORDS = 6
 #: A document's file name (what a knowledge base is made of), alone or at the end of a path. Data
 #: and configuration files (``package.json``, ``config.yaml``, ``.npmrc``) are left alone: in
 #: software documentation they are what users ask about.
-_FILE = re.compile(r"(?:\b[\w\-]+/)*\b[\w\-]+\.(?:md|markdown|txt|pdf|docx?|html?|rst|xlsx?|pptx?|odt)\b", re.I)
+_FILE = re.compile(r"(?:\b[\w\-]+/)*\b[\w\-]+\.(?:md|markdown|txt|pdf|docx?|html?|rst|ipynb|xlsx?|pptx?|odt)\b", re.I)
 _NUMBER = re.compile(r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
                      r"fifty|hundred|thousand|million|billion|half|double|twice|dozen)\b", re.I)
 _WHEN = re.compile(rf"\b(?:1[89]|20)\d\d\b|\b(?:{_MONTHS})\b|\b\d+\s*(?:days?|weeks?|months?|years?|hours?|"

@@ -1,7 +1,8 @@
 """Loading a knowledge base: a folder of documents -> a :class:`Corpus` of LlamaIndex Documents.
 
 Documents carry ``source`` (path relative to the knowledge base) and ``doc_type`` (its top-level
-folder). Markdown and plain text are read as UTF-8; PDF, DOCX and HTML through the readers below.
+folder). Markdown and plain text are read as UTF-8; PDF, DOCX, HTML and Jupyter notebooks (also a
+notebook's JSON in a text file, :mod:`lab.rag.notebooks`) through the readers below.
 
 Each reader returns the document's text and extra metadata. A PDF's text is its pages' text
 joined by a blank line, and ``pages`` lists each page's ``[start, end)`` character range, so
@@ -24,11 +25,12 @@ from typing import Any, Sequence
 from llama_index.core.schema import Document
 
 from lab.errors import DataError
+from lab.rag.notebooks import as_notebook, read_notebook
 
 log = logging.getLogger(__name__)
 
 PAGE_SEPARATOR = "\n\n"
-FORMATS = {".pdf": "pdf", ".docx": "docx", ".html": "html", ".htm": "html"}
+FORMATS = {".pdf": "pdf", ".docx": "docx", ".html": "html", ".htm": "html", ".ipynb": "ipynb"}
 
 
 class Unreadable(Exception):
@@ -202,7 +204,15 @@ def read_html(path: Path) -> tuple[str, dict]:
     return text, ({"title": title} if title else {}) | ({"literal": literal} if literal else {})
 
 
-READERS = {"pdf": read_pdf, "docx": read_docx, "html": read_html}
+def read_ipynb(path: Path) -> tuple[str, dict]:
+    """A Jupyter notebook as the Markdown it shows (:mod:`lab.rag.notebooks`)."""
+    try:
+        return read_notebook(path.read_bytes()), {}
+    except ValueError as exc:
+        raise Unreadable(str(exc)) from None
+
+
+READERS = {"pdf": read_pdf, "docx": read_docx, "html": read_html, "ipynb": read_ipynb}
 
 
 def read(path: Path) -> tuple[str, dict]:
@@ -211,10 +221,7 @@ def read(path: Path) -> tuple[str, dict]:
 
 def pages_of(pages: list, start: int | None, end: int | None) -> str | None:
     """The page label ("3" or "3-4") of the characters ``[start, end)`` of a PDF's text."""
-    if start is None or end is None or not pages:
-        return None
-    hit = [n for n, a, b in pages if a < end and start < b]
-    if not hit:
+    if start is None or end is None or not (hit := [n for n, a, b in pages if a < end and start < b]):
         return None
     return str(hit[0]) if hit[0] == hit[-1] else f"{hit[0]}-{hit[-1]}"
 
@@ -388,6 +395,8 @@ def load_folder(root: Path, extensions: Sequence[str], max_file_bytes: int, embe
                 f"{path} line {line}: not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})",
                 hint="re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)",
             ) from None
+        if (shown := as_notebook(text)) is not None:  # a notebook's JSON saved as text: Sphinx's <name>.ipynb.txt
+            text = shown
         if not text.strip():
             skipped.append(f"{rel}: empty")
             log.warning("skipping empty file %s", path)

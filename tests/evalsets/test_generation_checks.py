@@ -24,6 +24,9 @@ from lab.evalsets.generate import REASONS, _check
      None),
     ("Which npm versions read `npm-shrinkwrap.json` or `config/settings.yaml`?", (), None),
     ("What does docs/setup.md say about proxies?", (), "docs/setup.md"),
+    # a notebook page (Sphinx's numpy.ipynb.txt, read as the notebook it holds)
+    ("What does the additional comment in numpy.ipynb section 'Additional Comments' say about converting "
+     "quantities?", ("numpy.ipynb.txt",), "numpy.ipynb"),
 ])
 def test_a_question_naming_a_file_or_path(question, sources, named):
     assert names_a_file(question, sources) == named

@@ -115,3 +115,50 @@ def test_a_mixed_folder_loads_and_lists_what_it_skipped(tmp_path):
     assert all("page" not in n.metadata for n in nodes if n.metadata["source"] != "products/ember.pdf")
     text = corpus.documents[3].text
     assert all(text[n.start_char_idx:n.end_char_idx] == n.get_content() for n in pdf_nodes)
+
+
+NOTEBOOK = {
+    "nbformat": 4, "nbformat_minor": 5,
+    "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}},
+    "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# Kilns\n", "\n", "The Ember 90 fires at 1,280 C.\n"]},
+        {"cell_type": "code", "execution_count": 1, "metadata": {}, "source": ["k = Kiln('Ember 90')\n", "k.fire()"],
+         "outputs": [{"output_type": "stream", "name": "stdout", "text": ["firing\n"]},
+                     {"output_type": "execute_result", "execution_count": 1, "metadata": {},
+                      "data": {"text/plain": ["1280"], "image/png": "iVBORw0KGgo="}},
+                     {"output_type": "display_data", "metadata": {}, "data": {"image/png": "iVBORw0KGgo="}},
+                     {"output_type": "error", "ename": "KilnError", "evalue": "door open", "traceback": ["..."]}]},
+        {"cell_type": "code", "execution_count": None, "metadata": {}, "source": "print('```')", "outputs": []},
+        {"cell_type": "raw", "metadata": {}, "source": "The kiln needs a service every 300 firings."},
+        {"cell_type": "markdown", "metadata": {}, "source": []},
+    ],
+}
+NOTEBOOK_TEXT = ("# Kilns\n\nThe Ember 90 fires at 1,280 C.\n\n"
+                 "```python\nk = Kiln('Ember 90')\nk.fire()\n```\n\n```\nfiring\n```\n\n```\n1280\n```\n\n"
+                 "```\nKilnError: door open\n```\n\n````python\nprint('```')\n````\n\nThe kiln needs a service every 300 firings.\n")
+
+
+def test_a_notebook_is_read_as_the_markdown_it_shows(tmp_path):
+    """A .ipynb file, and a text file holding one (Sphinx's <name>.ipynb.txt), are read as their
+    cells: Markdown as written, code and text outputs fenced, images left out; JSON that is no
+    notebook stays a text file, and a broken notebook is skipped with the reason."""
+    import json
+
+    from lab.evalsets.extract import candidates
+
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "kilns.ipynb").write_text(json.dumps(NOTEBOOK, indent=1))
+    (kb / "kilns.ipynb.txt").write_text(json.dumps(NOTEBOOK, indent=1))
+    (kb / "settings.txt").write_text('{"cells": 3, "door": "open"}')
+    (kb / "broken.ipynb").write_text('{"cells": [')
+    (kb / "empty.ipynb").write_text(json.dumps({**NOTEBOOK, "cells": []}))
+    corpus = load_folder(kb, [".ipynb", ".txt"], 10_000_000, False)
+    texts = {d.metadata["source"]: d.text for d in corpus.documents}
+    assert texts == {"kilns.ipynb": NOTEBOOK_TEXT, "kilns.ipynb.txt": NOTEBOOK_TEXT,
+                     "settings.txt": '{"cells": 3, "door": "open"}'}
+    assert [s.split(" (")[0] for s in corpus.skipped] == [
+        "broken.ipynb: not a Jupyter notebook: invalid JSON", "empty.ipynb: no text in the notebook"]
+    # the sentences a question can be asked of are the Markdown's and the raw cell's: no code, no output
+    found = [NOTEBOOK_TEXT[c.start:c.end] for c in candidates("kilns.ipynb.txt", NOTEBOOK_TEXT)]
+    assert found == ["The Ember 90 fires at 1,280 C.", "The kiln needs a service every 300 firings."]
