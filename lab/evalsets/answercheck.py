@@ -61,14 +61,17 @@ def read(question: str, sentence: str, answer: str, neighbours: Sequence[str] = 
 def check(llm: LabLLM, prompt: Prompt, question: str, sentence: str, seed: int,
           before: Sequence[str] = (), after: Sequence[str] = ()) -> str | None:
     """One call: why the model's answer to ``question`` from ``sentence`` fails (None: it passes).
-    With ``PASSAGE_PROMPT``, the model reads the sentence between ``before`` and ``after``."""
+    With ``PASSAGE_PROMPT``, the model reads the sentence between ``before`` and ``after``. The
+    prompt's steps, before the question, are its head: evaluated once (``LabLLM.chat``'s ``head``),
+    about a fifth of a check call's seconds (docs/own-documents.md#check-head)."""
     passage = "passage" in prompt.fields
     if passage:
         messages = prompt.messages(question=question, passage=" ".join([*before, sentence, *after]))
     else:
         messages = prompt.messages(question=question, sentence=sentence)
     try:
-        out = llm.chat(messages, prompt.version, schema=SCHEMA, temperature=0.0, seed=seed, max_tokens=80)
+        out = llm.chat(messages, prompt.version, schema=SCHEMA, temperature=0.0, seed=seed, max_tokens=80,
+                       head=prompt.head("question"))
         answer = str(json.loads(out.text)["answer"])
     except (LLMCallError, ValueError, KeyError, TypeError) as exc:
         return f"the answer check's reply is not the JSON asked for ({type(exc).__name__})"

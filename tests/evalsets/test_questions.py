@@ -207,10 +207,11 @@ class Answers(Scripted):
 
     def __init__(self, outs):
         super().__init__(outs)
-        self.asked, self.read = [], []
+        self.asked, self.read, self.heads = [], [], []
 
     def chat(self, messages, schema, temperature, seed, max_tokens=None, head=None, stop=None):
         self.n += 1
+        self.heads.append(messages[-1]["content"][:head])
         self.asked.append(messages[-1]["content"].split("QUESTION: ", 1)[1].split("\n", 1)[0])
         self.read.append(messages[-1]["content"].split("<<<\n", 1)[1].split("\n>>>", 1)[0])
         return Completion(json.dumps({"answer": self.outs[self.n - 1]}), 80, 6, 0.1, "stop")
@@ -272,6 +273,8 @@ def test_the_answer_check_rejects_a_question_its_answer_fails_and_counts_its_cal
     assert answers.read == ["The daily backup starts at 02:00 and keeps 14 copies. Backups older than 30 days are "
                             "deleted by the prune command."] * 2
     assert s["usage"]["check"]["calls"] == 2 and "answer-check-passage-v1" in s["prompts"]
+    # the prompt's steps, up to the question, are the head every check shares (evaluated once)
+    assert answers.heads == [answers.heads[0]] * 2 and answers.heads[0].endswith("write NONE.\n\nQUESTION: ")
     plain = extractive(DOCS, _llm(["How many copies does the daily backup keep?"]), embed, n=1, seed=0, round_trip_k=1)
     assert "answer_check" not in plain.stats["rejected"] and list(plain.stats["prompts"]) == ["generate-q-v2"]
 
