@@ -199,8 +199,9 @@ def _next_step(args: argparse.Namespace) -> str:
     query = named_llm(full.query.llm, "query rewriting") if full.query is not None else None
     costs = estimate(full, NEXT_SAMPLE, generation, query, resolve_judge(full.judge, root, models=False),
                      _cache_root(args))
-    known = [c.seconds for c in costs if c.seconds is not None]
-    cost = f", about {duration(sum(known))} here" if known else ""
+    known = [c for c in costs if c.seconds is not None]
+    here = all(c.source == "measured here" for c in known)  # else a figure not measured on this machine
+    cost = f", about {duration(sum(c.seconds for c in known))} {'here' if here else '(2-core prior)'}" if known else ""
     return (f"next: lab run {args.name} --limit {NEXT_SAMPLE} answers and judges a stratified sample of "
             f"{NEXT_SAMPLE} questions ({sum(c.calls for c in costs)} LLM calls{cost}); "
             f"--dry-run says what the whole set costs")

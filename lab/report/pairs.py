@@ -252,15 +252,32 @@ def mover_metrics(pair: dict, chosen: Iterable[str] = (), unmoved: Iterable[str]
     return why or {m: "no metric moved" for m in unmoved}
 
 
+def _and(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
 def _found_text(p: dict, items: list[tuple[str, str | None, dict]]) -> str:
     """ "B beats A on MRR (keywords) by +0.2500 [+0.1333, +0.3667], ..." for one pair and direction:
-    the overall rows, then the categories'."""
+    the overall rows, then the categories' with their intervals where the metric did not move
+    overall; a category that moved with metrics listed overall gets its deltas alone ("and in
+    direct_fact by +0.2708 and +0.2708": a category holding most of the rows repeats the overall
+    line, nine metrics long, otherwise)."""
     better = (items[0][2]["delta"] > 0) == higher_is_better(items[0][0])
-    items = [x for x in items if x[1] is None] + [x for x in items if x[1] is not None]
+    overall = [m for m, c, _ in items if c is None]
+    full = [x for x in items if x[1] is None] + [x for x in items if x[1] is not None and x[0] not in overall]
     parts = [f"{catalog.METRICS[m].label}{f' in {c}' if c else ''} by {fmt_delta(m, s['delta'])} "
-             f"[{fmt_delta(m, s['ci'][0])}, {fmt_delta(m, s['ci'][1])}]" for m, c, s in items]
-    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-    return f"{p['b']} {'beats' if better else 'trails'} {p['a']} on {listed}"
+             f"[{fmt_delta(m, s['ci'][0])}, {fmt_delta(m, s['ci'][1])}]" for m, c, s in full]
+    echoed: dict[str, list[tuple[str, dict]]] = {}
+    for m, c, s in items:
+        if c is not None and m in overall:
+            echoed.setdefault(c, []).append((m, s))
+    for c, ms in echoed.items():
+        if [m for m, _ in ms] == overall:  # every metric listed overall: its deltas alone, in that order
+            parts.append(f"in {c} by " + _and([fmt_delta(m, s["delta"]) for m, s in ms]))
+        else:
+            parts.append(f"in {c} on " + _and([f"{catalog.METRICS[m].label} by {fmt_delta(m, s['delta'])}"
+                                               for m, s in ms]))
+    return f"{p['b']} {'beats' if better else 'trails'} {p['a']} on {_and(parts)}"
 
 
 def decision(pairs: list[dict], method: dict, power: float = POWER) -> list[dict]:

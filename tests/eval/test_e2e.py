@@ -82,8 +82,8 @@ def test_retrieval_only_skips_answers_and_the_judge(project, tmp_path):
     # every call counted: 10 answers; the judge's 10 + 20 calibration + 10 x 6 perturbed texts, 3.4 calls each;
     # 10 paraphrases of 1.8 calls: 10 + 306 + 18 = 334 calls, 173 + 162.18 + 111.6 s (the 2-core prior)
     assert p.stdout.splitlines()[-1] == ("next: lab run small --limit 10 answers and judges a stratified sample of 10 "
-                                         "questions (334 LLM calls, about 7 min 27 s here); --dry-run says what the "
-                                         "whole set costs")
+                                         "questions (334 LLM calls, about 7 min 27 s (2-core prior)); --dry-run says "
+                                         "what the whole set costs")
 
 
 def test_a_cold_run_piped_to_a_file_prints_no_expected_warnings(project):

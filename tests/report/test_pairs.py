@@ -150,9 +150,9 @@ def test_decision_says_what_differs_what_does_not_and_what_would_settle_it(view,
     need = TTestPower().solve_power(effect_size=d, nobs=None, alpha=0.05 / 6, power=0.8)
     assert math.ceil(need) == 21
     assert [(x["key"], x["head"], x["text"]) for x in v["decision"]] == [
+        # direct_fact moved on both metrics listed overall: its deltas alone, in their order
         ("found", "Detectable", "better beats base on MRR (keywords) by +0.2500 [+0.1333, +0.3667], nDCG (keywords) "
-                                "by +0.2500 [+0.1333, +0.3667], MRR (keywords) in direct_fact by +0.2708 [+0.1250, "
-                                "+0.3958] and nDCG (keywords) in direct_fact by +0.2708 [+0.1250, +0.3958]"),
+                                "by +0.2500 [+0.1333, +0.3667] and in direct_fact by +0.2708 and +0.2708"),
         ("not_found", "Not detectable", "4 of 6 metrics (Coverage (keywords), Accuracy, Completeness, Relevance); "
                                         "10 of 12 category comparisons"),
         ("settle", "To settle", "about 21 questions for the largest undecided difference, Accuracy +0.43 (better vs "
@@ -173,8 +173,7 @@ def test_decision_of_three_runs_names_each_pair(tmp_path):
     v = compare_view(load_runs(["base", "better", "same"], root))
     found, not_found, settle = (x["text"] for x in v["decision"])
     assert found.endswith("; same trails better on MRR (keywords) by -0.2500 [-0.3667, -0.1333], nDCG (keywords) by "
-                          "-0.2500 [-0.3667, -0.1333], MRR (keywords) in direct_fact by -0.2708 [-0.3958, -0.1250] "
-                          "and nDCG (keywords) in direct_fact by -0.2708 [-0.3958, -0.1250]")
+                          "-0.2500 [-0.3667, -0.1333] and in direct_fact by -0.2708 and -0.2708")
     assert not_found == ("8 of 12 metric comparisons (better vs base: Coverage (keywords), Accuracy, Completeness, "
                          "Relevance; same vs better: Coverage (keywords), Accuracy, Completeness, Relevance); 20 of 24 "
                          "category comparisons")
@@ -295,12 +294,28 @@ def test_span_metrics_that_moved_are_charted_and_lead_the_movers(tmp_path):
         "q01", {"span_recall": 0.5}, {"span_recall": 1.0})
     # direct_fact: recall +5/12 (ten of 0.5 among 12), IoU +0.25 on every one of its 12
     assert v["decision"][0]["text"] == (
-        "spans-b beats spans-a on Span recall by +0.3333 [+0.2000, +0.4333], Span IoU by +0.2000 [+0.1500, +0.2500], "
-        "Span recall in direct_fact by +0.4167 [+0.2917, +0.5000] and Span IoU in direct_fact by +0.2500 [+0.2500, "
-        "+0.2500]")
+        "spans-b beats spans-a on Span recall by +0.3333 [+0.2000, +0.4333], Span IoU by +0.2000 [+0.1500, +0.2500] "
+        "and in direct_fact by +0.4167 and +0.2500")
     assert v["decision"][2]["text"] == "the undecided metrics did not move, so no number of questions would settle them"
     html = render_compare(runs, tmp_path / "out").read_text()
     assert re.findall(r'<svg role="img" aria-label="[^"]*" class="chart" data-metric="(\w+)"', html) == [
         "span_recall", "span_iou", "span_recall", "span_iou"]
     assert '<h3 class="movers" data-metric="span_iou">Movers by Span IoU: spans-a → spans-b' in html
     assert '<span class="also" data-metric="span_recall">Span recall 1.0000</span>' in html
+
+
+def test_a_category_is_listed_with_its_interval_only_where_the_metric_did_not_move_overall():
+    """MRR and nDCG moved overall, coverage only in temporal: coverage's category result keeps its
+    interval; the categories that moved on metrics listed overall give their deltas (all of them,
+    in order, or named where only some moved)."""
+    from lab.report.pairs import _found_text
+
+    def s(delta):
+        return {"delta": delta, "ci": [delta - 0.1, delta + 0.1]}
+
+    items = [("mrr", None, s(0.25)), ("ndcg", None, s(0.2)), ("mrr", "direct_fact", s(0.27)),
+             ("coverage", "temporal", s(0.5)), ("mrr", "numerical", s(0.3)), ("ndcg", "numerical", s(0.31))]
+    assert _found_text({"a": "A", "b": "B"}, items) == (
+        "B beats A on MRR (keywords) by +0.2500 [+0.1500, +0.3500], nDCG (keywords) by +0.2000 [+0.1000, +0.3000], "
+        "Coverage (keywords) in temporal by +50.0 pt [+40.0 pt, +60.0 pt], in direct_fact on MRR (keywords) by "
+        "+0.2700 and in numerical by +0.3000 and +0.3100")
