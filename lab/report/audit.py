@@ -142,7 +142,8 @@ def checked_lines(by: dict | None) -> list[str]:
     if not by:
         return []
     model = by["model"]
-    return [f"checked by rules: {'; '.join(by['rules'])} ({by['rule_doubts']} rows doubted)",
+    doubts = by["rule_doubts"]
+    return [f"checked by rules: {'; '.join(by['rules'])} ({doubts} {'row' if doubts == 1 else 'rows'} doubted)",
             "checked by the model: " + (f"{model['n_supported']} of {model['n_checked']} reference answers supported "
                                         "by their spans" if model else "not asked (lab audit --check)"),
             _person(by["person"]),

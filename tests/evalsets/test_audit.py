@@ -28,7 +28,7 @@ import pytest
 
 from lab.evalsets.audit import audit_eval_set, detectable_difference
 from lab.evalsets.evalset import load_eval_set
-from lab.report.audit import audit_lines, render_audit
+from lab.report.audit import audit_lines, checked_lines, render_audit
 
 ABOUT = "Harrowfield Aerial was founded in 2015 in Boise. In 2019 it raised a Series B round led by Prairie Capital."
 HISTORY = "Harrowfield opened a second site in Fargo."
@@ -385,6 +385,8 @@ def test_the_audit_says_what_checked_it_and_what_none_of_that_sees(tmp_path):
     lines = audit_lines(f)
     assert lines[1].startswith("checked by rules: span offsets against the documents;") and \
         lines[1].endswith("(2 rows doubted)")
+    one = checked_lines({**f["summary"]["checked_by"], "rule_doubts": 1})[0]
+    assert one.endswith("(1 row doubted)")
     assert lines[2:4] == ["checked by the model: not asked (lab audit --check)", "read by a person: 0 of 3 rows"]
     assert lines[4].startswith("not seen by any of these: a reference answer that is wrong")
     listed = [line for line in lines if not line.startswith(" ") and ": " in line and line.split(":")[0][0].isupper()]
