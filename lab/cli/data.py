@@ -182,9 +182,10 @@ def _generate_plan(args: argparse.Namespace, corpus: "Corpus") -> list[str]:
     writer's and (abstractive) the support checks' (``role_cost``'s calls per accepted question
     count both, as measured here or on 2 cores); the extractive mode's no more than its candidates
     allow (the budget, or the sentences the rules find in ``corpus`` when fewer)."""
-    from lab.eval.estimate import describe, role_cost
+    from lab.eval.estimate import cached_questions, describe, role_cost
     from lab.evalsets.extract import blocks, candidates
     from lab.evalsets.questions import CANDIDATES_PER_QUESTION
+    from lab.models.llm import build_llm
     from lab.models.resolve import resolve_llm
 
     _, _, llm_cfg = _settings(args)
@@ -194,11 +195,15 @@ def _generate_plan(args: argparse.Namespace, corpus: "Corpus") -> list[str]:
         budget = args.max_candidates or CANDIDATES_PER_QUESTION * args.n
         pool = sum(len(candidates(s, d.text, blocks(d.text, s, corpus.literal.get(s, ()))))
                    for d in corpus.documents for s in [d.metadata["source"]])
-    lines = describe([role_cost(_role(args), plan, args.n, _cache(args), candidates=budget and min(budget, pool))],
-                     args.n, "accepted questions wanted")
+    cost, cached = role_cost(_role(args), plan, args.n, _cache(args), candidates=budget and min(budget, pool)), 0
+    if budget is not None and (_cache(args) / "llm.sqlite").is_file():  # an earlier run's questions take no time
+        docs = {d.metadata["source"]: d.text for d in corpus.documents}
+        cost, cached = cached_questions(build_llm(plan, _cache(args)), docs, args.seed, cost, corpus.literal)
+    lines = describe([cost], args.n, "accepted questions wanted")
     if budget is not None:
         lines.append(f"  at most {min(budget, pool)} candidates: {pool} candidate sentences in these documents' prose, "
-                     f"a budget of {budget} (--max-candidates)")
+                     f"a budget of {budget} (--max-candidates)" + (f"; {cached} of their questions are cached, "
+                                                                   "not counted above" if cached else ""))
     if args.max_minutes:
         lines.append(f"  stops after {args.max_minutes:g} minutes, keeping what was accepted")
     return lines

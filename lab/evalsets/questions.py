@@ -338,17 +338,34 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
 _URL_CUT = re.compile(r"://\S*\?$")
 
 
+#: The question call's settings besides its prompt, in its cache key (:func:`question_key`).
+_ASK = {"max_tokens": 70, "stop": ["?"]}
+
+
+def _title(source: str) -> str:
+    """The document's title the writer is shown: its file name without the extensions of a page's source."""
+    return re.sub(r"(\.rst|\.ipynb)?\.(txt|md|markdown|html?|rst|ipynb)$", "", source.rsplit("/", 1)[-1])
+
+
+def _messages(prompt, c: Candidate) -> list[dict]:
+    title = _title(c.source)
+    return prompt.messages(title=title, heading=c.heading or title, sentence=clean(c.text))
+
+
+def question_key(llm: LabLLM, prompt, c: Candidate, seed: int) -> str:
+    """The cache key of ``c``'s question call (``lab generate``'s estimate counts those cached)."""
+    return llm.key(_messages(prompt, c), prompt.version, _SCHEMA, 0.0, seed, **_ASK)
+
+
 def _one(llm: LabLLM, prompt, head: int, c: Candidate, seed: int) -> tuple[str | None, str, str | None, str | None]:
     """(reason rejected or None, detail, the question, the question as asked when it lost its
     closing words saying where it was read, else None) for one candidate."""
-    sentence = clean(c.text)
-    title = re.sub(r"(\.rst)?\.(txt|md|markdown|html?|rst)$", "", c.source.rsplit("/", 1)[-1])
-    messages = prompt.messages(title=title, heading=c.heading or title, sentence=sentence)
+    sentence, title = clean(c.text), _title(c.source)
     try:
         # a small model goes on asking: its first question is the one asked for, and the reply
         # stops at its question mark (the same question as the whole reply's first, in fewer steps)
-        out = llm.chat(messages, prompt.version, schema=_SCHEMA, temperature=0.0, seed=seed, max_tokens=70, head=head,
-                       stop=["?"])
+        out = llm.chat(_messages(prompt, c), prompt.version, schema=_SCHEMA, temperature=0.0, seed=seed, head=head,
+                       **_ASK)
         question = " ".join(str(_asked(out.text)).split())
     except (LLMCallError, ValueError, KeyError, TypeError) as exc:
         return "malformed", f"{type(exc).__name__}: {str(exc)[:160]}", None, None

@@ -341,3 +341,25 @@ def test_the_cli_runs_the_local_round_trip_by_default_and_refuses_a_window_out_o
                   str(tmp_path / "kb.jsonl"), "--local-round-trip", "-1", "--experiments", str(ROOT / "experiments"))
     assert refused.returncode == 2 and "--local-round-trip: invalid choice: -1 (choose from 0, 1, 2" in refused.stderr
     assert not (tmp_path / "kb.jsonl").exists()
+
+
+def test_the_estimate_counts_out_the_questions_an_earlier_run_cached(tmp_path):
+    """A run of two questions asks the first candidates in the coverage order; the estimate of the
+    next run of the same documents and seed finds exactly those calls cached and counts them out
+    (another seed's order, or another model, finds none)."""
+    from lab.caches import CallCache
+    from lab.eval.estimate import RoleCost, cached_questions
+
+    cache = CallCache(tmp_path / "llm.sqlite")
+    llm = LabLLM(LLMPlan(LLMConfig(), "questions", "m.gguf", "m:1"), cache,
+                 Scripted(["How many copies does the daily backup keep?", "Which folder does a restore write to?",
+                           "What deletes backups older than 30 days?"]))
+    out = extractive(DOCS, llm, embed, n=2, seed=0, round_trip_k=1)
+    asked = out.stats["usage"]["generation"]["calls"]
+    assert asked == out.stats["candidates"] == 2 and len(out.rows) == 2
+    cost = RoleCost("questions", "m", 3, 9.0, "measured here")  # the 3 candidates a run of 3 would try
+    assert cached_questions(llm, DOCS, 0, cost) == (RoleCost("questions", "m", 1, 3.0, "measured here"), 2)
+    checked = RoleCost("questions-checked", "m", 4, 12.0, "measured here")  # 3 questions and 1 check
+    assert cached_questions(llm, DOCS, 0, checked)[1] == 2
+    other = LabLLM(LLMPlan(LLMConfig(), "questions", "n.gguf", "n:1"), cache, Scripted([]))
+    assert cached_questions(other, DOCS, 0, cost) == (cost, 0) == cached_questions(llm, DOCS, 1, cost)
