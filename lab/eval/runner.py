@@ -87,7 +87,7 @@ def evaluate(cfg: ExperimentConfig, opts: RunOptions, *, quiet: bool = False) ->
     t_load = time.perf_counter()
     corpus = load_corpus(cfg, opts.project_root)
     documents = {d.metadata["source"]: d.text for d in corpus.documents}
-    check_references(questions.eval_set, documents)
+    check_references(questions.eval_set, documents, corpus.root, cfg.loader.extensions)
     check_qrels(questions.eval_set, documents)
     tuned = check_tuned(plans, questions, corpus.content_hash, opts.allow_overlap)
     if not quiet:
@@ -186,7 +186,8 @@ def dry_run(cfg: ExperimentConfig, opts: RunOptions) -> list[str]:
     judge = resolve_judge(cfg.judge, opts.project_root)
     questions = _questions(cfg, opts.project_root)
     corpus = load_corpus(cfg, opts.project_root)
-    check_references(questions.eval_set, {d.metadata["source"]: d.text for d in corpus.documents})
+    check_references(questions.eval_set, {d.metadata["source"]: d.text for d in corpus.documents}, corpus.root,
+                     cfg.loader.extensions)
     check_qrels(questions.eval_set, [d.metadata["source"] for d in corpus.documents])
     check_tuned(plans, questions, corpus.content_hash, opts.allow_overlap)
     target = target_plan(cfg, opts, questions) if cfg.target is not None else []

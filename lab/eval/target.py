@@ -82,7 +82,7 @@ def evaluate_target(cfg: ExperimentConfig, opts: Any, questions: Any, aggregate:
     judge = resolve_judge(cfg.judge, opts.project_root) if tcfg.answers else None
     corpus = load_corpus(cfg, opts.project_root)
     documents = {d.metadata["source"]: d.text for d in corpus.documents}
-    check_references(questions.eval_set, documents)
+    check_references(questions.eval_set, documents, corpus.root, cfg.loader.extensions)
     with timer.stage("target_open_s"):
         opened = open_target(tcfg, opts.project_root, getattr(opts, "target_object", None))
     if opened.version != tcfg.version:  # read from the service: resolved in the config (config.yaml, fingerprint)

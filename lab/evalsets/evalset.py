@@ -230,12 +230,15 @@ def same_text(a: str, b: str) -> bool:
     return a == b or unicodedata.normalize("NFC", a) == unicodedata.normalize("NFC", b)
 
 
-def check_references(eval_set: EvalSet, documents: dict[str, str]) -> int:
+def check_references(eval_set: EvalSet, documents: dict[str, str], root: Path | None = None,
+                     extensions: Sequence[str] = ()) -> int:
     """Every golden span in a document of the knowledge base must lie inside it and hold its
     ``content``. A span must name a document of the knowledge base: one that names none stops
     the run with its line, unless the knowledge base holds that document in another format
     (``company/about.pdf`` for ``company/about.md``: spans are offsets in the original, so it is
-    not scored). Returns how many spans are not scored for that reason."""
+    not scored). Returns how many spans are not scored for that reason. ``root`` and
+    ``extensions``: the knowledge base's folder and the formats the run reads, so that a span in
+    a file of a format it does not read (``lab generate`` reads them all) says so, and the fix."""
     stems = {posixpath.splitext(source)[0] for source in documents}
     elsewhere = 0
     for row in eval_set.rows:
@@ -246,6 +249,13 @@ def check_references(eval_set: EvalSet, documents: dict[str, str]) -> int:
                 if ref.source and posixpath.splitext(ref.source)[0] in stems:
                     elsewhere += 1
                     continue
+                if root is not None and ref.source and (root / ref.source).is_file():
+                    suffix = posixpath.splitext(ref.source)[1].lower() or "no extension"
+                    read = ", ".join(f'"{e}"' for e in extensions)
+                    raise DataError(f"{where}.source': {ref.source!r} is a file of the knowledge base that this run "
+                                    f"does not read ({suffix} is not in loader.extensions: {read})",
+                                    hint=f'read it: loader: {{extensions: [{read}, "{suffix}"]}} in the config '
+                                         "(lab generate reads every format the lab reads)")
                 raise DataError(f"{where}.source': {ref.source!r} names no document of the knowledge base",
                                 hint=did_you_mean(ref.source or "", documents) + "a span's source is the document's "
                                      "path under the knowledge base, with forward slashes, e.g. "

@@ -99,6 +99,16 @@ def test_spans_outside_or_not_matching_their_document_name_line_and_field(tmp_pa
     assert check_references(ok, {**doc, "b.pdf": "x"}) == 1
     with pytest.raises(DataError, match=r"e.jsonl line 2: field 'references.1.source': 'b.md' names no document"):
         check_references(ok, doc)
+    # b.md is a file of the knowledge base in a format the run does not read: said, with the fix
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "b.md").write_text("x")
+    with pytest.raises(DataError) as exc:
+        check_references(ok, doc, kb, [".txt"])
+    assert (exc.value.message, exc.value.hint) == (
+        f"{tmp_path / 'e.jsonl'} line 2: field 'references.1.source': 'b.md' is a file of the knowledge base that "
+        "this run does not read (.md is not in loader.extensions: \".txt\")",
+        'read it: loader: {extensions: [".txt", ".md"]} in the config (lab generate reads every format the lab reads)')
     past = write([{"source": "a.md", "content": "x", "start_index": 30, "end_index": 99}])
     with pytest.raises(DataError, match=r"e.jsonl line 2: field 'references.0.end_index': 99 is past the end of a.md \(31 chars\)"):
         check_references(past, doc)
