@@ -94,7 +94,9 @@ def add_parsers(sub: Any, common: Any) -> None:
     options.reports(aud)
     aud.add_argument("--check", action="store_true", help="ask the LLM whether each reference answer is "
                                                           "supported by its spans and answers its question "
-                                                          "(two verdicts, as lab generate checks)")
+                                                          "(two verdicts), and for each question's answer from "
+                                                          "its span's passage (the answer check, which lists "
+                                                          "the rows to read first)")
     aud.add_argument("--html", type=Path, help="page to write (default: EVAL_SET with .audit.html)")
     options.force(aud, "the --html page")
     aud.add_argument("--config", metavar="NAME", help="loader, embedding model and LLM from experiments/NAME.yaml")
@@ -364,20 +366,17 @@ def cmd_audit(args: argparse.Namespace) -> int:
     samples = load_run(run)[1] if run else None
     loader, embedding, llm_cfg = _settings(args)
     corpus = _corpus(args.kb, loader)
-    support = None
-    if args.check:
-        from lab.evalsets import grounding
+    documents, support, answer_check = {d.metadata["source"]: d.text for d in corpus.documents}, None, None
+    if args.check:  # the yes/no verdicts, and the answer from each span's passage
+        from lab.evalsets.answercheck import model_checks
         from lab.models.llm import build_llm
         from lab.models.resolve import resolve_llm
 
-        llm, prompt = build_llm(resolve_llm(llm_cfg, "check", args.experiments.resolve().parent), _cache(args)), grounding.load()
-
-        def support(question: str, answer: str, evidence: list[str]) -> grounding.Verdict | None:
-            return grounding.verdict(llm, prompt, question, answer, evidence)
-
-    findings = audit_eval_set(eval_set.rows, {d.metadata["source"]: d.text for d in corpus.documents},
-                              source=str(args.eval_set), embed=_embedder(embedding, _cache(args)), support=support,
-                              run_samples=samples, reviewed=reviewed, literal=corpus.literal)
+        llm = build_llm(resolve_llm(llm_cfg, "check", args.experiments.resolve().parent), _cache(args))
+        support, answer_check = model_checks(llm, documents, corpus.literal, rows=eval_set.rows, bar=sys.stderr.isatty())
+    findings = audit_eval_set(eval_set.rows, documents, source=str(args.eval_set),
+                              embed=_embedder(embedding, _cache(args)), support=support, run_samples=samples,
+                              reviewed=reviewed, literal=corpus.literal, answer_check=answer_check)
     write_atomic(page, render_audit(findings))
     print("\n".join(audit_lines(findings, more=str(page))))
     print(f"page: {page}")

@@ -30,9 +30,13 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from lab.evalsets import grounding
+from lab.evalsets.extract import blocks, prose_sentences
+from lab.evalsets.standalone import plain
 from lab.evidence.text import content_words as words
 from lab.models.llm import LabLLM, LLMCallError
-from lab.prompts import Prompt
+from lab.progress import Ticker
+from lab.prompts import Prompt, load_prompt
 
 PROMPT = "answer-check-v1"
 #: The check over the passage: the sentence among its neighbours (docs/own-documents.md#passage-check).
@@ -76,3 +80,49 @@ def check(llm: LabLLM, prompt: Prompt, question: str, sentence: str, seed: int,
     except (LLMCallError, ValueError, KeyError, TypeError) as exc:
         return f"the answer check's reply is not the JSON asked for ({type(exc).__name__})"
     return read(question, sentence, answer, [*before, *after] if passage else ())
+
+
+def neighbours(text: str, source: str, start: int, end: int, literal: Sequence[Sequence[int]] = (),
+               window: int = 2) -> tuple[list[str], list[str]]:
+    """The prose sentences of a document within ``window`` before the span ``[start, end)`` and
+    after it, markup taken off: a generated row's passage as ``lab generate`` read it (its
+    sentence is the span), and a written row's span among the sentences around it
+    (``lab audit --check``)."""
+    cut = [(a, b) for blk in blocks(text, source, literal) if blk.kind == "prose"
+           for a, b in prose_sentences(text, blk)]
+    return ([plain(text[a:b]) for a, b in cut if b <= start][-window:],
+            [plain(text[a:b]) for a, b in cut if a >= end][:window])
+
+
+def model_checks(llm: LabLLM, documents: dict[str, str], literal: dict[str, list] | None = None, seed: int = 0,
+                 rows: Sequence = (), bar: bool = False):
+    """``lab audit --check``'s two model checks of a row: ``support(question, answer, evidence)``
+    (the yes/no verdicts, :mod:`lab.evalsets.grounding`) and ``answer_check(row)`` (this module's
+    check over the span's passage: the span among the prose sentences within two of it, as
+    ``lab generate --answer-check`` reads a candidate, so a generated row's check is its cached
+    call; a row of several spans is read as their text, without neighbours). ``rows``: those the
+    audit will check, for the progress (a bar on a terminal, else a line now and then, with ETA)."""
+    verdicts, asked = grounding.load(), load_prompt(PASSAGE_PROMPT)
+    ticker = Ticker("audit --check", 2 * sum(bool(r.references) for r in rows), bar, unit="checks")
+
+    def done() -> None:
+        ticker.update()
+        if ticker.done >= ticker.total:
+            ticker.close()
+
+    def support(question: str, answer: str, evidence: list[str]) -> grounding.Verdict | None:
+        verdict = grounding.verdict(llm, verdicts, question, answer, evidence)
+        done()
+        return verdict
+
+    def answer_check(row) -> str | None:
+        refs = row.references
+        before, after = [], []
+        if len(refs) == 1 and (text := documents.get(refs[0].source or "")) is not None:
+            before, after = neighbours(text, refs[0].source, refs[0].start_index, refs[0].end_index,
+                                       (literal or {}).get(refs[0].source, ()))
+        why = check(llm, asked, row.question, " ".join(plain(r.content) for r in refs), seed, before, after)
+        done()
+        return why
+
+    return support, answer_check

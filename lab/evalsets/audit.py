@@ -224,6 +224,16 @@ def _support(rows: Sequence[EvalRow], support: Callable[[str, str, list[str]], A
             **_listed(unsupported=unsupported, failed=failed), "n_skipped": len(rows) - n}
 
 
+def _answer_check(rows: Sequence[EvalRow], check: Callable[[EvalRow], str | None] | None) -> dict:
+    """The answer check (:mod:`lab.evalsets.answercheck`) of every row with a span: ``check``
+    returns why the model's answer from the span's passage fails the question, or None."""
+    if check is None:
+        return {"checked": False}
+    spanned = [r for r in rows if r.references]
+    return {"checked": True, "n_checked": len(spanned),
+            **_listed(doubted=[_item(r, why) for r in spanned if (why := check(r)) is not None])}
+
+
 def detectable_difference(values: Sequence[float], rho: float = RHO, alpha: float = ALPHA,
                           power: float = POWER) -> dict:
     """The smallest paired difference in mean MRR that ``len(values)`` questions detect, by the
@@ -301,6 +311,8 @@ def _problems(f: dict) -> list[str]:
         (d["n_exact"], "exact duplicate questions: {}"),
         (k["n_nowhere"], "rows with keywords in no document (never found): {}"),
         (sup.get("n_unsupported", 0), "reference answers their spans do not support: {}"),
+        (f.get("answer_check", {}).get("n_doubted", 0), "questions the model's answer check doubts (no answer in "
+                                                        "the span's passage, a neighbour's words, or circular): {}"),
         (d["n_near"], f"near-duplicate pairs (cosine >= {d['threshold']}): {{}}"),
         (k["n_common"], f"rows with keywords in over {k['common_share']:.0%} of documents (any retrieval finds them): "
                         "{}"),
@@ -322,13 +334,15 @@ def audit_eval_set(rows: Sequence[EvalRow], documents: dict[str, str], *, source
                    support: Callable[[str, str, list[str]], Any] | None = None,
                    run_samples: Sequence[dict] | None = None, reviewed: dict | None = None,
                    near_threshold: float = NEAR_DUPLICATE, common_share: float = 0.5,
-                   literal: dict[str, list] | None = None) -> dict:
+                   literal: dict[str, list] | None = None,
+                   answer_check: Callable[[EvalRow], str | None] | None = None) -> dict:
     """The findings on ``rows`` (from ``load_eval_set``) against ``documents`` ({source path as
     the loader spells it: text}). ``embed`` turns on near duplicates, ``support(question,
     answer, evidence)`` the check of reference answers against their spans, ``run_samples`` (a
     run's samples.jsonl rows) the detectable MRR difference per category, ``reviewed`` (the sidecar
     of a reviewed copy, :mod:`lab.serve.reviews`) the rows a person dropped, ``literal`` the HTML
-    pages' ``<pre>`` ranges (:attr:`lab.rag.loaders.Corpus.literal`). ``source`` names the
+    pages' ``<pre>`` ranges (:attr:`lab.rag.loaders.Corpus.literal`), ``answer_check(row)`` the
+    model's answer from each span's passage read by rule (why it fails, or None). ``source`` names the
     eval set in the reports. ``summary.ok`` is false when a score would be wrong, not just weak:
     a span error, an exact duplicate, a keyword in no document."""
     docs = {s: fold(t, "case") for s, t in documents.items()}
@@ -339,6 +353,7 @@ def audit_eval_set(rows: Sequence[EvalRow], documents: dict[str, str], *, source
         "spans": _spans(rows, documents),
         "keywords": _keywords(rows, docs, common_share),
         "support": _support(rows, support),
+        "answer_check": _answer_check(rows, answer_check),
         "size": _listed(rows=[_item(r, why) for r in rows if (why := size_problem(r.question, r.reference_answer))]),
         "checks": _listed(rows=[_item(r, why + (f" (read by {r.review.by}: {r.review.verdict})" if r.review else ""))
                                 for r in rows if (why := _doubt(r, documents, literal or {}))]),
@@ -359,7 +374,7 @@ def _checked_by(f: dict, rows: Sequence[EvalRow], reviewed: dict | None) -> dict
     of a reviewed copy that carry a ``review``; the rows dropped, from its sidecar). What none of
     them saw is said with it: rules and a small model cannot see a reference answer that is
     wrong, or a question its span does not answer."""
-    sup = f["support"]
+    sup, ac = f["support"], f.get("answer_check", {})
     read = [r for r in rows if r.review]
     doubted = {x["id"] for x in f["checks"]["rows"]}
     return {
@@ -367,7 +382,9 @@ def _checked_by(f: dict, rows: Sequence[EvalRow], reviewed: dict | None) -> dict
                   "coverage of documents and categories", "the generator's rules (examples, answer types, files, "
                   "short spans, categories, figures and words held by the spans)"],
         "rule_doubts": f["checks"]["n_rows"],
-        "model": {"n_checked": sup["n_checked"], "n_supported": sup["n_supported"]} if sup.get("checked") else None,
+        "model": {"n_checked": sup["n_checked"], "n_supported": sup["n_supported"],
+                  **({"answer_checked": ac["n_checked"], "answer_doubted": ac["n_doubted"]}
+                     if ac.get("checked") else {})} if sup.get("checked") else None,
         "person": {"n_read": len(read), "n_rows": len(rows),
                    "kept": sum(r.review.verdict == "keep" for r in read),
                    "fixed": sum(r.review.verdict == "fix" for r in read),
@@ -375,6 +392,6 @@ def _checked_by(f: dict, rows: Sequence[EvalRow], reviewed: dict | None) -> dict
                    "reading": (reviewed or {}).get("reading"),
                    "doubted_unread": sum(1 for r in rows if r.id in doubted and not r.review)},
         "unseen": "a reference answer that is wrong, or a question its span does not answer, passes every rule; "
-                  "a small model's verdict does not tell them apart (docs/own-documents.md): read the rows the "
-                  "rules doubt, then a sample",
+                  "a small model's yes/no does not tell them apart, and its answer check (lab audit --check) "
+                  "misses some (docs/own-documents.md#audit-answer-check): read the rows doubted, then a sample",
     }

@@ -22,6 +22,11 @@ SECTIONS: tuple[tuple[str, tuple[str, str], str, str], ...] = (
      "A span in an example's output (a code block, a console transcript, a table), a question its span cannot "
      "answer (\"how many\" without a number), a question naming a file or path, spans too short to hold the "
      "answer, or an answer its category contradicts: lab generate rejects such rows. Read these first."),
+    ("answer-check", ("answer_check", "doubted"), "Questions the answer check doubts",
+     "lab audit --check asked the model to copy the words of the span's passage (the span and the prose sentences "
+     "within two of it) that answer the question: none, a neighbour's words or the question's own. Unlike its "
+     "yes/no, this tells rows apart: on documentation held out from it, the rows it doubted were mostly wrong "
+     "and those it passed mostly right (docs/own-documents.md#audit-answer-check). Read these next."),
     ("spans", ("spans", "errors"), "Golden spans that do not match their document",
      "The span metrics score a retrieval that finds the right text as a miss. Where the content was found, "
      "the fix gives the offsets to store."),
@@ -145,9 +150,18 @@ def checked_lines(by: dict | None) -> list[str]:
     doubts = by["rule_doubts"]
     return [f"checked by rules: {'; '.join(by['rules'])} ({doubts} {'row' if doubts == 1 else 'rows'} doubted)",
             "checked by the model: " + (f"{model['n_supported']} of {model['n_checked']} reference answers supported "
-                                        "by their spans" if model else "not asked (lab audit --check)"),
+                                        f"by their spans{_answers(model)}" if model else
+                                        "not asked (lab audit --check)"),
             _person(by["person"]),
             f"not seen by any of these: {by['unseen']}"]
+
+
+def _answers(model: dict) -> str:
+    """The answer check's count (findings from before it: nothing)."""
+    if "answer_checked" not in model:
+        return ""
+    n, doubted = model["answer_checked"], model["answer_doubted"]
+    return f"; the answer from the span's passage doubts {doubted} of {n} questions" + (" (listed)" if doubted else "")
 
 
 def _person(p: dict) -> str:

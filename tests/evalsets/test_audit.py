@@ -494,3 +494,56 @@ def test_the_two_verdicts_of_the_support_check_are_listed_and_counted(tmp_path):
     assert ("support check (--check): 1 of 4 reference answers supported by their spans and answering their "
             "question, 3 not (2 with a fact the spans do not state, 2 not answering the question), 0 without a "
             "verdict; 6 rows without spans not checked") in audit_lines(f)
+
+
+def test_the_answer_check_reads_each_span_in_its_passage_and_lists_the_rows_it_doubts(tmp_path):
+    """``lab audit --check``'s answer check: the model copies the words of the span's passage (the
+    span among the prose sentences within two of it, the console left out, as generation reads a
+    candidate) that answer the question; the rows it fails are listed after the rules' doubts and
+    counted in the headline."""
+    from lab.evalsets.answercheck import model_checks, neighbours
+    from lab.models.backends import Completion
+    from lab.models.llm import LabLLM
+    from lab.models.resolve import LLMPlan
+    from lab.config import LLMConfig
+
+    doc = ("Backups\n=======\n\nThe daily backup starts at 02:00. It keeps 14 copies of every file.\n\n"
+           ".. code-block:: console\n\n    $ kiln backup --now\n\nOld backups are deleted by the prune command.\n")
+    s2 = "It keeps 14 copies of every file."
+    at = doc.index(s2)
+    assert neighbours(doc, "backup.rst", at, at + len(s2)) == (
+        ["The daily backup starts at 02:00."], ["Old backups are deleted by the prune command."])
+
+    class Model:  # {"yes"} for the verdicts, then the copied answers in order
+        def __init__(self):
+            self.read, self.answers = [], ["14 copies", "NONE"]
+
+        def chat(self, messages, schema, temperature, seed, max_tokens=None, head=None, stop=None):
+            text = messages[-1]["content"]
+            if "PASSAGE" not in text:
+                return Completion(json.dumps({"answer": "yes"}), 50, 0, 0.1, "stop", top_logprobs=[{"yes": 0.0}])
+            self.read.append(text.split("<<<\n", 1)[1].split("\n>>>", 1)[0])
+            return Completion(json.dumps({"answer": self.answers.pop(0)}), 80, 6, 0.1, "stop")
+
+    model = Model()
+    llm = LabLLM(LLMPlan(LLMConfig(), "check", "m.gguf", "m:1"), None, model)
+    rows = [_row("t1", "How many copies does the daily backup keep?", "numerical", None,
+                 [("backup.rst", s2, at, at + len(s2))]),
+            _row("t2", "Which command restores a backup?", "direct_fact", None,
+                 [("backup.rst", s2, at, at + len(s2))])]
+    path = tmp_path / "set.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    support, answer_check = model_checks(llm, {"backup.rst": doc})
+    f = audit_eval_set(load_eval_set(path, None).rows, {"backup.rst": doc}, source="set.jsonl", support=support,
+                       answer_check=answer_check)
+    assert model.read == ["The daily backup starts at 02:00. It keeps 14 copies of every file. Old backups are "
+                          "deleted by the prune command."] * 2
+    assert f["answer_check"] == {"checked": True, "n_checked": 2, "n_doubted": 1, "doubted": [
+        {"id": "t2", "line": 2, "question": "Which command restores a backup?",
+         "detail": "the model finds no answer to it in its passage"}]}
+    assert "questions the model's answer check doubts (no answer in the span's passage, a neighbour's words, or " \
+           "circular): 1" in f["summary"]["problems"]
+    lines = audit_lines(f)
+    assert lines[2].endswith("; the answer from the span's passage doubts 1 of 2 questions (listed)")
+    assert "Questions the answer check doubts: 1" in lines and "  t2 (line 2): the model finds no answer to it in its " \
+                                                               "passage" in lines
