@@ -17,7 +17,7 @@ from lab.errors import DataError, LabError
 DEFAULT_PORT = 8765
 #: The audit's findings that put a row first in the review queue, with their notes (the others, such
 #: as a row without keywords, say nothing against the row).
-DOUBTS = {"checks", "spans", "exact", "nowhere", "unsupported", "size", "near", "touching_none"}
+DOUBTS = {"checks", "answer-check", "spans", "exact", "nowhere", "unsupported", "size", "near", "touching_none"}
 
 
 def add_parsers(sub: Any, common: Any) -> None:
@@ -79,7 +79,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def _review_set(path: Path, kb: Path | None, i: int) -> Any:
     """An eval set offered for review: its rows checked by the loader, its documents read, and the
-    audit's rules' notes on each row (no model: the page opens at once)."""
+    audit's rules' notes on each row, with the answer check's where its calls are cached (no model
+    is run: the page opens at once)."""
     from lab.cli.data import ALL_FORMATS, _corpus
     from lab.config import LoaderConfig
     from lab.evalsets.audit import audit_eval_set
@@ -106,7 +107,8 @@ def _review_set(path: Path, kb: Path | None, i: int) -> Any:
         kb = Path(named)
     corpus = _corpus(kb, LoaderConfig(extensions=ALL_FORMATS))
     documents = {d.metadata["source"]: d.text for d in corpus.documents}
-    findings = audit_eval_set(eval_set.rows, documents, source=str(path), literal=corpus.literal)
+    findings = audit_eval_set(eval_set.rows, documents, source=str(path), literal=corpus.literal,
+                              answer_check=_cached_answer_check(documents, corpus.literal))
     notes: dict[str, list[str]] = {}
     for anchor, (part, listed), title, _ in SECTIONS:
         if anchor not in DOUBTS:
@@ -116,6 +118,25 @@ def _review_set(path: Path, kb: Path | None, i: int) -> Any:
     key = re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem).strip("-.") or "set"
     key = key if i == 0 else f"{key}-{i + 1}"
     return ReviewSet(key=key, path=path, rows=rows, documents=documents, notes=notes)
+
+
+def _cached_answer_check(documents: dict[str, str], literal: dict[str, list]) -> Any:
+    """The answer check's verdicts that an earlier ``lab audit --check`` or ``lab generate
+    --answer-check`` left in the cache (the local model's), read without running a model: a row
+    they doubt is shown first with its note; None where there is no cache."""
+    from lab.config import LLMConfig
+    from lab.evalsets.answercheck import model_checks
+    from lab.models.llm import build_llm
+    from lab.models.resolve import resolve_llm
+    from lab.paths import cache_dir
+
+    if not (cache_dir() / "llm.sqlite").is_file():
+        return None
+    try:
+        plan = resolve_llm(LLMConfig(), "check", Path.cwd())
+    except LabError:  # no local model here: the rules' notes alone
+        return None
+    return model_checks(build_llm(plan, cache_dir()), documents, literal, cached_only=True)[1]
 
 
 COMMANDS = {"serve": cmd_serve}

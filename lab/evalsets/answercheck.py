@@ -69,17 +69,26 @@ def check(llm: LabLLM, prompt: Prompt, question: str, sentence: str, seed: int,
     prompt's steps, before the question, are its head: evaluated once (``LabLLM.chat``'s ``head``),
     about a fifth of a check call's seconds (docs/own-documents.md#check-head)."""
     passage = "passage" in prompt.fields
-    if passage:
-        messages = prompt.messages(question=question, passage=" ".join([*before, sentence, *after]))
-    else:
-        messages = prompt.messages(question=question, sentence=sentence)
     try:
-        out = llm.chat(messages, prompt.version, schema=SCHEMA, temperature=0.0, seed=seed, max_tokens=80,
-                       head=prompt.head("question"))
+        out = llm.chat(_messages(prompt, question, sentence, before, after), prompt.version, schema=SCHEMA,
+                       temperature=0.0, seed=seed, max_tokens=80, head=prompt.head("question"))
         answer = str(json.loads(out.text)["answer"])
     except (LLMCallError, ValueError, KeyError, TypeError) as exc:
         return f"the answer check's reply is not the JSON asked for ({type(exc).__name__})"
     return read(question, sentence, answer, [*before, *after] if passage else ())
+
+
+def _messages(prompt: Prompt, question: str, sentence: str, before: Sequence[str], after: Sequence[str]) -> list[dict]:
+    if "passage" in prompt.fields:
+        return prompt.messages(question=question, passage=" ".join([*before, sentence, *after]))
+    return prompt.messages(question=question, sentence=sentence)
+
+
+def cached(llm: LabLLM, prompt: Prompt, question: str, sentence: str, seed: int, before: Sequence[str] = (),
+           after: Sequence[str] = ()) -> bool:
+    """Whether :func:`check`'s call is in ``llm``'s cache (it then costs no model time)."""
+    key = llm.key(_messages(prompt, question, sentence, before, after), prompt.version, SCHEMA, 0.0, seed, 80)
+    return llm.cache is not None and llm.cache.get(key) is not None
 
 
 def neighbours(text: str, source: str, start: int, end: int, literal: Sequence[Sequence[int]] = (),
@@ -95,18 +104,21 @@ def neighbours(text: str, source: str, start: int, end: int, literal: Sequence[S
 
 
 def model_checks(llm: LabLLM, documents: dict[str, str], literal: dict[str, list] | None = None, seed: int = 0,
-                 rows: Sequence = (), bar: bool = False):
+                 rows: Sequence = (), bar: bool = False, cached_only: bool = False):
     """``lab audit --check``'s two model checks of a row: ``support(question, answer, evidence)``
     (the yes/no verdicts, :mod:`lab.evalsets.grounding`) and ``answer_check(row)`` (this module's
     check over the span's passage: the span among the prose sentences within two of it, as
     ``lab generate --answer-check`` reads a candidate, so a generated row's check is its cached
     call; a row of several spans is read as their text, without neighbours). ``rows``: those the
-    audit will check, for the progress (a bar on a terminal, else a line now and then, with ETA)."""
+    audit will check, for the progress (a bar on a terminal, else a line now and then, with ETA).
+    ``cached_only``: an answer check whose call is not cached passes, and no model is run (the
+    review queue's notes, from an earlier ``lab audit --check`` or ``--answer-check``)."""
     verdicts, asked = grounding.load(), load_prompt(PASSAGE_PROMPT)
     ticker = Ticker("audit --check", 2 * sum(bool(r.references) for r in rows), bar, unit="checks")
 
     def done() -> None:
-        ticker.update()
+        if ticker.total:
+            ticker.update()
         if ticker.done >= ticker.total:
             ticker.close()
 
@@ -121,7 +133,10 @@ def model_checks(llm: LabLLM, documents: dict[str, str], literal: dict[str, list
         if len(refs) == 1 and (text := documents.get(refs[0].source or "")) is not None:
             before, after = neighbours(text, refs[0].source, refs[0].start_index, refs[0].end_index,
                                        (literal or {}).get(refs[0].source, ()))
-        why = check(llm, asked, row.question, " ".join(plain(r.content) for r in refs), seed, before, after)
+        said = " ".join(plain(r.content) for r in refs)
+        if cached_only and not cached(llm, asked, row.question, said, seed, before, after):
+            return None
+        why = check(llm, asked, row.question, said, seed, before, after)
         done()
         return why
 

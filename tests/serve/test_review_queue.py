@@ -31,7 +31,8 @@ def _row(i: int, question: str, source: str, text: str, part: str, **extra) -> d
 
 
 @pytest.fixture
-def review(tmp_path):
+def review(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))  # no answer check cached: the rules' notes alone
     kb = tmp_path / "kb"
     kb.mkdir()
     (kb / "backup.md").write_text(POLICY, encoding="utf-8")
@@ -220,3 +221,29 @@ def test_review_refuses_a_set_without_ids_or_documents(tmp_path):
                                 "keywords": ["a"]}) + "\n", encoding="utf-8")
     with pytest.raises(DataError, match="--kb FOLDER"):
         _review_set(path, None, 0)
+
+
+def test_a_row_the_answer_check_doubted_before_is_shown_first_with_its_note(review, tmp_path):
+    """The answer check's verdict that an earlier lab audit --check left in the cache (here: the
+    model found no answer to row 4's question in its passage) puts its row among the first, with
+    its note, and no model is run (a row whose check is not cached has no such note)."""
+    from lab.config import LLMConfig
+    from lab.evalsets import answercheck
+    from lab.models.llm import build_llm
+    from lab.models.resolve import resolve_llm
+    from lab.prompts import load_prompt
+
+    cache = tmp_path / "cache"
+    cache.mkdir(exist_ok=True)
+    llm = build_llm(resolve_llm(LLMConfig(), "check", Path.cwd()), cache)
+    prompt, row = load_prompt(answercheck.PASSAGE_PROMPT), review["rows"][3]
+    ref = row["references"][0]
+    before, after = answercheck.neighbours(PRUNE, "prune.md", ref["start_index"], ref["end_index"])
+    key = llm.key(answercheck._messages(prompt, row["question"], ref["content"], before, after), prompt.version,
+                  answercheck.SCHEMA, 0.0, 0, 80)
+    llm.cache.put(key, {"text": json.dumps({"answer": "NONE"}), "prompt_tokens": 90, "completion_tokens": 5,
+                        "seconds": 3.0, "finish_reason": "stop"})
+    rs = _review_set(review["path"], None, 0)
+    assert rs.order() == ["g0002", "g0003", "g0004", "g0001"]
+    assert rs.notes["g0004"] == ["Questions the answer check doubts: the model finds no answer to it in its sentence"]
+    assert "g0001" not in rs.notes and llm.usage.calls == 0
