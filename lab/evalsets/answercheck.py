@@ -114,13 +114,14 @@ def model_checks(llm: LabLLM, documents: dict[str, str], literal: dict[str, list
     ``cached_only``: an answer check whose call is not cached passes, and no model is run (the
     review queue's notes, from an earlier ``lab audit --check`` or ``--answer-check``)."""
     verdicts, asked = grounding.load(), load_prompt(PASSAGE_PROMPT)
-    ticker = Ticker("audit --check", 2 * sum(bool(r.references) for r in rows), bar, unit="checks")
+    total = 2 * sum(bool(r.references) for r in rows)
+    ticker = Ticker("audit --check", total, bar, unit="checks") if total else None
 
     def done() -> None:
-        if ticker.total:
+        if ticker is not None:
             ticker.update()
-        if ticker.done >= ticker.total:
-            ticker.close()
+            if ticker.done >= ticker.total:
+                ticker.close()
 
     def support(question: str, answer: str, evidence: list[str]) -> grounding.Verdict | None:
         verdict = grounding.verdict(llm, verdicts, question, answer, evidence)
