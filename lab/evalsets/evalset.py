@@ -249,8 +249,9 @@ def check_references(eval_set: EvalSet, documents: dict[str, str], root: Path | 
                 if ref.source and posixpath.splitext(ref.source)[0] in stems:
                     elsewhere += 1
                     continue
-                if root is not None and ref.source and (root / ref.source).is_file():
-                    suffix = posixpath.splitext(ref.source)[1].lower() or "no extension"
+                suffix = posixpath.splitext(ref.source or "")[1].lower() or "no extension"
+                unread = suffix not in {e.lower() for e in extensions}  # one it reads was skipped: said below
+                if root is not None and ref.source and unread and (root / ref.source).is_file():
                     read = ", ".join(f'"{e}"' for e in extensions)
                     raise DataError(f"{where}.source': {ref.source!r} is a file of the knowledge base that this run "
                                     f"does not read ({suffix} is not in loader.extensions: {read})",

@@ -109,6 +109,9 @@ def test_spans_outside_or_not_matching_their_document_name_line_and_field(tmp_pa
         f"{tmp_path / 'e.jsonl'} line 2: field 'references.1.source': 'b.md' is a file of the knowledge base that "
         "this run does not read (.md is not in loader.extensions: \".txt\")",
         'read it: loader: {extensions: [".txt", ".md"]} in the config (lab generate reads every format the lab reads)')
+    # one of a format it reads is no document because the loader skipped it (empty, unreadable): not that
+    with pytest.raises(DataError, match="'b.md' names no document"):
+        check_references(ok, doc, kb, [".md"])
     past = write([{"source": "a.md", "content": "x", "start_index": 30, "end_index": 99}])
     with pytest.raises(DataError, match=r"e.jsonl line 2: field 'references.0.end_index': 99 is past the end of a.md \(31 chars\)"):
         check_references(past, doc)
