@@ -74,7 +74,7 @@ def notebook_text(nb: dict) -> str:
 def read_notebook(raw: bytes) -> str:
     """The Markdown of a ``.ipynb`` file's bytes; a ValueError says why there is none."""
     try:
-        nb = json.loads(raw.decode("utf-8"))
+        nb = json.loads(raw.decode("utf-8-sig"))  # a byte-order mark is not JSON
     except UnicodeDecodeError:
         raise ValueError("not UTF-8, so not a Jupyter notebook") from None
     except ValueError as exc:

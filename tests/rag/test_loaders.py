@@ -148,7 +148,7 @@ def test_a_notebook_is_read_as_the_markdown_it_shows(tmp_path):
 
     kb = tmp_path / "kb"
     kb.mkdir()
-    (kb / "kilns.ipynb").write_text(json.dumps(NOTEBOOK, indent=1))
+    (kb / "kilns.ipynb").write_bytes(b"\xef\xbb\xbf" + json.dumps(NOTEBOOK, indent=1).encode())  # with a BOM
     (kb / "kilns.ipynb.txt").write_text(json.dumps(NOTEBOOK, indent=1))
     (kb / "settings.txt").write_text('{"cells": 3, "door": "open"}')
     (kb / "broken.ipynb").write_text('{"cells": [')
