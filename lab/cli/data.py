@@ -195,12 +195,13 @@ def _generate_plan(args: argparse.Namespace, corpus: "Corpus") -> list[str]:
     budget = pool = None
     if args.mode == "extractive":  # the rules need no model: the candidates are known before any call
         budget = args.max_candidates or CANDIDATES_PER_QUESTION * args.n
-        pool = sum(len(candidates(s, d.text, blocks(d.text, s, corpus.literal.get(s, ()))))
-                   for d in corpus.documents for s in [d.metadata["source"]])
+        docs = {d.metadata["source"]: d.text for d in corpus.documents}
+        cut = {s: blocks(text, s, corpus.literal.get(s, ())) for s, text in docs.items()}
+        found = {s: candidates(s, docs[s], cut[s]) for s in docs}
+        pool = sum(map(len, found.values()))
     cost, cached = role_cost(_role(args), plan, args.n, _cache(args), candidates=budget and min(budget, pool)), 0
     if budget is not None and (_cache(args) / "llm.sqlite").is_file():  # an earlier run's questions take no time
-        docs = {d.metadata["source"]: d.text for d in corpus.documents}
-        cost, cached = cached_questions(build_llm(plan, _cache(args)), docs, args.seed, cost, corpus.literal)
+        cost, cached = cached_questions(build_llm(plan, _cache(args)), docs, args.seed, cost, cut, found)
     lines = describe([cost], args.n, "accepted questions wanted")
     if budget is not None:
         lines.append(f"  at most {min(budget, pool)} candidates: {pool} candidate sentences in these documents' prose, "
@@ -274,7 +275,7 @@ def _unfinished(sidecar: Path) -> bool:
 
 def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str, float] | None) -> int:
     from lab.evalsets.generate import NothingAccepted, Options, generate  # heavy (see lab.cli)
-    from lab.evalsets.pacing import Rows, short
+    from lab.evalsets.pacing import Rows, candidate_sentences, short
     from lab.evalsets.questions import extractive
     from lab.models.llm import build_llm
     from lab.models.resolve import resolve_llm
@@ -340,7 +341,7 @@ def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str,
     print(f"wrote {out} and {sidecar}")
     if checker is None and not stats.get("stopped"):  # the default extractive mode: what --answer-check would add
         print(estimate.checked_hint(writer.plan, args.n, stats["candidates"], _cache(args), ANSWER_CHECK_HELD_OUT,
-                                    (stats.get("sentences") or {}).get("candidates"), str(out), stats["n_accepted"]))
+                                    candidate_sentences(stats), str(out), stats["n_accepted"]))
     if stats.get("stopped"):
         print(f"stopped ({stats['stopped']}) with {stats['n_accepted']} of {stats['n_requested']} questions: the "
               "same command continues (its calls are cached)")
@@ -368,18 +369,18 @@ def cmd_audit(args: argparse.Namespace) -> int:
     corpus = _corpus(args.kb, loader)
     documents, support, answer_check = {d.metadata["source"]: d.text for d in corpus.documents}, None, None
     if args.check:  # the yes/no verdicts, and the answer from each span's passage
-        from lab.evalsets.answercheck import model_checks
+        from lab.evalsets.answercheck import model_checks, seed_of
         from lab.models.llm import build_llm
         from lab.models.resolve import resolve_llm
 
         llm = build_llm(resolve_llm(llm_cfg, "check", args.experiments.resolve().parent), _cache(args))
-        support, answer_check = model_checks(llm, documents, corpus.literal, rows=eval_set.rows, bar=sys.stderr.isatty())
+        support, answer_check = model_checks(llm, documents, corpus.literal, seed_of(eval_set.path), eval_set.rows,
+                                             sys.stderr.isatty())
     findings = audit_eval_set(eval_set.rows, documents, source=str(args.eval_set),
                               embed=_embedder(embedding, _cache(args)), support=support, run_samples=samples,
                               reviewed=reviewed, literal=corpus.literal, answer_check=answer_check)
     write_atomic(page, render_audit(findings))
-    print("\n".join(audit_lines(findings, more=str(page))))
-    print(f"page: {page}")
+    print("\n".join([*audit_lines(findings, more=str(page)), f"page: {page}"]))
     return 0
 
 

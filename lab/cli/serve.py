@@ -108,7 +108,7 @@ def _review_set(path: Path, kb: Path | None, i: int) -> Any:
     corpus = _corpus(kb, LoaderConfig(extensions=ALL_FORMATS))
     documents = {d.metadata["source"]: d.text for d in corpus.documents}
     findings = audit_eval_set(eval_set.rows, documents, source=str(path), literal=corpus.literal,
-                              answer_check=_cached_answer_check(documents, corpus.literal))
+                              answer_check=_cached_answer_check(documents, corpus.literal, path))
     notes: dict[str, list[str]] = {}
     for anchor, (part, listed), title, _ in SECTIONS:
         if anchor not in DOUBTS:
@@ -120,12 +120,13 @@ def _review_set(path: Path, kb: Path | None, i: int) -> Any:
     return ReviewSet(key=key, path=path, rows=rows, documents=documents, notes=notes)
 
 
-def _cached_answer_check(documents: dict[str, str], literal: dict[str, list]) -> Any:
+def _cached_answer_check(documents: dict[str, str], literal: dict[str, list], path: Path) -> Any:
     """The answer check's verdicts that an earlier ``lab audit --check`` or ``lab generate
-    --answer-check`` left in the cache (the local model's), read without running a model: a row
-    they doubt is shown first with its note; None where there is no cache."""
+    --answer-check`` left in the cache (the local model's, with the seed the set at ``path`` was
+    generated with), read without running a model: a row they doubt is shown first with its note;
+    None where there is no cache."""
     from lab.config import LLMConfig
-    from lab.evalsets.answercheck import model_checks
+    from lab.evalsets.answercheck import model_checks, seed_of
     from lab.models.llm import build_llm
     from lab.models.resolve import resolve_llm
     from lab.paths import cache_dir
@@ -136,7 +137,7 @@ def _cached_answer_check(documents: dict[str, str], literal: dict[str, list]) ->
         plan = resolve_llm(LLMConfig(), "check", Path.cwd())
     except LabError:  # no local model here: the rules' notes alone
         return None
-    return model_checks(build_llm(plan, cache_dir()), documents, literal, cached_only=True)[1]
+    return model_checks(build_llm(plan, cache_dir()), documents, literal, seed_of(path), cached_only=True)[1]
 
 
 COMMANDS = {"serve": cmd_serve}

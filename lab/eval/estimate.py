@@ -228,25 +228,24 @@ def checked_hint(plan: LLMPlan, n: int, tried: int, cache_root: Path, held_out: 
             f"{held_out}; docs/own-documents.md#passage-check): {written}, ~{more} calls more{when} ({cost.source}){spent}")
 
 
-def cached_questions(llm: LabLLM, docs: dict[str, str], seed: int, cost: RoleCost,
-                     literal: dict[str, list] | None = None) -> tuple[RoleCost, int]:
+def cached_questions(llm: LabLLM, docs: dict[str, str], seed: int, cost: RoleCost, cut: dict[str, list],
+                     found: dict[str, list] | None = None) -> tuple[RoleCost, int]:
     """``cost`` (an extractive role's, from :func:`role_cost`) less the question calls already in
     ``llm``'s cache, and how many they are: those of the candidates it will try (the first, in the
     order a run tries them) that an earlier run of the same documents and seed asked (the order
     depends on neither the model nor what was accepted). A call cached takes no time; the check
-    calls of ``--answer-check`` are counted as they were (their questions are not known yet)."""
-    from lab.evalsets.extract import blocks
-    from lab.evalsets.questions import PROMPT, coverage_order, question_key
+    calls of ``--answer-check`` are counted as they were (their questions are not known yet).
+    ``cut`` and ``found``: each document's blocks and candidates, as the caller counted them."""
+    from lab.evalsets.questions import PROMPT, coverage_order, question_cached
     from lab.prompts import load_prompt
 
     limit = round(cost.calls / CALLS_PER_CANDIDATE[cost.role])  # the question calls among them
     if llm.cache is None or limit <= 0:
         return cost, 0
     prompt, n = load_prompt(PROMPT), 0
-    cut = {s: blocks(docs[s], s, (literal or {}).get(s, ())) for s in sorted(docs)}
-    for i, c in enumerate(coverage_order(docs, seed, cut)):
+    for i, c in enumerate(coverage_order(docs, seed, cut, found)):
         if i >= limit:
             break
-        n += llm.cache.get(question_key(llm, prompt, c, seed)) is not None
+        n += question_cached(llm, prompt, c, seed)
     left = cost.calls - n
     return replace(cost, calls=left, seconds=None if cost.seconds is None else cost.seconds * left / cost.calls), n

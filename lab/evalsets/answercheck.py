@@ -28,20 +28,27 @@ of 208 rows with Bottle's: under 20% on four of six; release pages let bad rows 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
+from pathlib import Path
 
 from lab.evalsets import grounding
-from lab.evalsets.extract import blocks, prose_sentences
+from lab.evalsets.extract import blocks, document_sentences
 from lab.evalsets.standalone import plain
 from lab.evidence.text import content_words as words
 from lab.models.llm import LabLLM, LLMCallError
-from lab.progress import Ticker
+from lab.progress import Ticker, duration
 from lab.prompts import Prompt, load_prompt
+
+log = logging.getLogger(__name__)
 
 PROMPT = "answer-check-v1"
 #: The check over the passage: the sentence among its neighbours (docs/own-documents.md#passage-check).
 PASSAGE_PROMPT = "answer-check-passage-v1"
 INSIDE = 0.6
+#: Seconds a check call takes on 2 cores, for the plan line (Pint's documentation on a slow day: a
+#: median 3.9 s an answer check, 4.4 s a pair of yes/no verdicts).
+CALL_SECONDS = 4.0
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string", "maxLength": 300}},
           "required": ["answer"], "additionalProperties": False}
 
@@ -87,20 +94,28 @@ def _messages(prompt: Prompt, question: str, sentence: str, before: Sequence[str
 def cached(llm: LabLLM, prompt: Prompt, question: str, sentence: str, seed: int, before: Sequence[str] = (),
            after: Sequence[str] = ()) -> bool:
     """Whether :func:`check`'s call is in ``llm``'s cache (it then costs no model time)."""
-    key = llm.key(_messages(prompt, question, sentence, before, after), prompt.version, SCHEMA, 0.0, seed, 80)
-    return llm.cache is not None and llm.cache.get(key) is not None
+    return llm.cached(_messages(prompt, question, sentence, before, after), prompt.version, SCHEMA, 0.0, seed, 80)
 
 
-def neighbours(text: str, source: str, start: int, end: int, literal: Sequence[Sequence[int]] = (),
+def neighbours(text: str, sentences: Sequence[tuple[int, int]], start: int, end: int,
                window: int = 2) -> tuple[list[str], list[str]]:
-    """The prose sentences of a document within ``window`` before the span ``[start, end)`` and
-    after it, markup taken off: a generated row's passage as ``lab generate`` read it (its
-    sentence is the span), and a written row's span among the sentences around it
-    (``lab audit --check``)."""
-    cut = [(a, b) for blk in blocks(text, source, literal) if blk.kind == "prose"
-           for a, b in prose_sentences(text, blk)]
-    return ([plain(text[a:b]) for a, b in cut if b <= start][-window:],
-            [plain(text[a:b]) for a, b in cut if a >= end][:window])
+    """The prose sentences of a document (``sentences``: :func:`lab.evalsets.extract.document_sentences`)
+    within ``window`` before the span ``[start, end)`` and after it, markup taken off: a generated
+    row's passage as ``lab generate`` read it (its sentence is the span), and a written row's span
+    among the sentences around it (``lab audit --check``)."""
+    return ([plain(text[a:b]) for a, b in sentences if b <= start][-window:],
+            [plain(text[a:b]) for a, b in sentences if a >= end][:window])
+
+
+def seed_of(eval_set: Path) -> int:
+    """The seed ``lab generate`` asked the model with for ``eval_set`` (its sidecar ``<stem>.gen.json``:
+    an ``--answer-check`` run's check calls are cached under it), 0 for a set written otherwise."""
+    sidecar = eval_set.with_suffix(".gen.json")
+    try:
+        seed = json.loads(sidecar.read_text(encoding="utf-8")).get("seed", 0) if sidecar.is_file() else 0
+    except (OSError, ValueError, AttributeError):  # an unreadable sidecar: the set's rows are what is audited
+        return 0
+    return seed if isinstance(seed, int) else 0
 
 
 def model_checks(llm: LabLLM, documents: dict[str, str], literal: dict[str, list] | None = None, seed: int = 0,
@@ -110,35 +125,59 @@ def model_checks(llm: LabLLM, documents: dict[str, str], literal: dict[str, list
     check over the span's passage: the span among the prose sentences within two of it, as
     ``lab generate --answer-check`` reads a candidate, so a generated row's check is its cached
     call; a row of several spans is read as their text, without neighbours). ``rows``: those the
-    audit will check, for the progress (a bar on a terminal, else a line now and then, with ETA).
-    ``cached_only``: an answer check whose call is not cached passes, and no model is run (the
-    review queue's notes, from an earlier ``lab audit --check`` or ``--answer-check``)."""
+    audit will check: before any call, a line says how many calls they take, how many are cached
+    and about how long the rest take (:data:`CALL_SECONDS`); then the computed calls' progress (a
+    bar on a terminal, else a line now and then, with ETA). ``cached_only``: an answer check whose
+    call is not cached passes, and no model is run (the review queue's notes, from an earlier
+    ``lab audit --check`` or ``--answer-check``)."""
     verdicts, asked = grounding.load(), load_prompt(PASSAGE_PROMPT)
-    total = 2 * sum(bool(r.references) for r in rows)
-    ticker = Ticker("audit --check", total, bar, unit="checks") if total else None
+    sentences: dict[str, list[tuple[int, int]]] = {}
 
-    def done() -> None:
-        if ticker is not None:
+    def passage(row) -> tuple[str, list[str], list[str]]:
+        """The row's span as the check reads it, and the sentences before and after it."""
+        refs = row.references
+        before, after = [], []
+        if len(refs) == 1 and (text := documents.get(source := refs[0].source or "")) is not None:
+            if source not in sentences:  # each document parsed once, however many rows it holds
+                sentences[source] = document_sentences(text, blocks(text, source, (literal or {}).get(source, ())))
+            before, after = neighbours(text, sentences[source], refs[0].start_index, refs[0].end_index)
+        return " ".join(plain(r.content) for r in refs), before, after
+
+    def in_cache(row) -> int:
+        """How many of the row's two calls are cached."""
+        said, before, after = passage(row)
+        return (grounding.cached(llm, verdicts, row.question, row.reference_answer, [r.content for r in row.references])
+                + cached(llm, asked, row.question, said, seed, before, after))
+
+    checked = [r for r in rows if r.references]
+    have = sum(map(in_cache, checked))
+    total = 2 * len(checked) - have
+    if checked:
+        rest = f"{have} cached; {total} to compute, about {duration(total * CALL_SECONDS)} ({CALL_SECONDS:g} s a " \
+               "call, 2-core prior)" if total else "all cached (no model time)"
+        log.info("audit --check: %d rows, two calls each (the yes/no verdicts, the answer from its passage): %d "
+                 "calls, %s", len(checked), 2 * len(checked), rest)
+    ticker = Ticker("audit --check", total, bar, unit="calls") if total else None
+
+    def done(before: int) -> None:  # a cached call takes no time: the progress counts the computed ones
+        if ticker is not None and llm.usage.calls + llm.usage.failed > before:
             ticker.update()
             if ticker.done >= ticker.total:
                 ticker.close()
 
     def support(question: str, answer: str, evidence: list[str]) -> grounding.Verdict | None:
+        n = llm.usage.calls + llm.usage.failed
         verdict = grounding.verdict(llm, verdicts, question, answer, evidence)
-        done()
+        done(n)
         return verdict
 
     def answer_check(row) -> str | None:
-        refs = row.references
-        before, after = [], []
-        if len(refs) == 1 and (text := documents.get(refs[0].source or "")) is not None:
-            before, after = neighbours(text, refs[0].source, refs[0].start_index, refs[0].end_index,
-                                       (literal or {}).get(refs[0].source, ()))
-        said = " ".join(plain(r.content) for r in refs)
+        said, before, after = passage(row)
         if cached_only and not cached(llm, asked, row.question, said, seed, before, after):
             return None
+        n = llm.usage.calls + llm.usage.failed
         why = check(llm, asked, row.question, said, seed, before, after)
-        done()
+        done(n)
         return why
 
     return support, answer_check

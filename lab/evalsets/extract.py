@@ -311,6 +311,13 @@ def prose_sentences(text: str, block: Block) -> Iterator[tuple[int, int]]:
         pos = cut.end() if cut is not None else block.end
 
 
+def document_sentences(text: str, cut: Sequence[Block]) -> list[tuple[int, int]]:
+    """A document's prose sentences in order, from its blocks ``cut``: the sentences a candidate
+    is drawn from, and its passage (the sentences around it) as ``lab generate`` and ``lab audit
+    --check`` read it."""
+    return [(a, b) for block in cut if block.kind == "prose" for a, b in prose_sentences(text, block)]
+
+
 def _category(sentence: str) -> str:
     if _PERIOD.search(sentence):
         return "temporal"

@@ -63,12 +63,10 @@ def load(version: str = PROMPT) -> Prompt:
 def verdict(llm: LabLLM, prompt: Prompt, question: str, answer: str, evidence: Sequence[str]) -> Verdict | None:
     """Both verdicts; None when the call failed or its output did not parse (counted by the
     caller, never taken as a yes). A ``supported-yesno-v1`` prompt's one verdict stands for both."""
-    text = "\n---\n".join(e.strip() for e in evidence)[:EVIDENCE_CHARS]
-    messages = prompt.messages(evidence=text, question=question.strip(), answer=answer.strip())
     one = prompt.version == "supported-yesno-v1"
     try:
-        out = llm.chat(messages, prompt.version, schema=SCHEMA_V1 if one else SCHEMA, temperature=0.0,
-                       max_tokens=12 if one else 24)
+        out = llm.chat(_messages(prompt, question, answer, evidence), prompt.version,
+                       schema=SCHEMA_V1 if one else SCHEMA, temperature=0.0, max_tokens=12 if one else 24)
         got = json.loads(out.text)
         if one:
             yes = got["supported"] == "yes"
@@ -76,6 +74,18 @@ def verdict(llm: LabLLM, prompt: Prompt, question: str, answer: str, evidence: S
         return Verdict(got["answers"] == "yes", got["entailed"] == "yes")
     except (LLMCallError, ValueError, KeyError, TypeError):
         return None
+
+
+def _messages(prompt: Prompt, question: str, answer: str, evidence: Sequence[str]) -> list[dict]:
+    text = "\n---\n".join(e.strip() for e in evidence)[:EVIDENCE_CHARS]
+    return prompt.messages(evidence=text, question=question.strip(), answer=answer.strip())
+
+
+def cached(llm: LabLLM, prompt: Prompt, question: str, answer: str, evidence: Sequence[str]) -> bool:
+    """Whether :func:`verdict`'s call is in ``llm``'s cache (it then costs no model time)."""
+    one = prompt.version == "supported-yesno-v1"
+    return llm.cached(_messages(prompt, question, answer, evidence), prompt.version, SCHEMA_V1 if one else SCHEMA,
+                      0.0, None, 12 if one else 24)
 
 
 def supported(llm: LabLLM, prompt: Prompt, question: str, answer: str, evidence: Sequence[str]) -> bool | None:

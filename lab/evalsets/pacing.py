@@ -79,6 +79,12 @@ def tally(tried: int, rejected: dict[str, list]) -> str:
     return f"{tried} candidates tried, rejected: {rej or 'none'}"
 
 
+def candidate_sentences(stats: dict) -> int | None:
+    """The candidate sentences the rules found in the documents (a finished ``lab generate``'s
+    sidecar ``stats``), which bound an extractive run's candidates; None for the abstractive mode."""
+    return (stats.get("sentences") or {}).get("candidates")
+
+
 def short(stats: dict, n_documents: int, sidecar: str) -> list[str]:
     """What a finished ``lab generate`` (its sidecar's ``stats``) left short: the documents without
     a question, and, when the extractive mode wrote fewer questions than asked and was not stopped,
@@ -90,7 +96,7 @@ def short(stats: dict, n_documents: int, sidecar: str) -> list[str]:
         lines.append(f"{len(stats['documents_without_questions'])} of {n_documents} documents have no question "
                      f"(see {sidecar})")
     got, wanted, tried = stats["n_accepted"], stats["n_requested"], stats["candidates"]
-    pool = (stats.get("sentences") or {}).get("candidates")  # the extractive mode's candidate sentences
+    pool = candidate_sentences(stats)
     if got >= wanted or stats.get("stopped") or pool is None:
         return lines
     if tried >= pool:

@@ -44,7 +44,7 @@ import numpy as np
 from lab.evalsets import answercheck
 from lab.evalsets.asks import _GENERIC, _TERM, answer_type, asks_elsewhere, restates, without_where_read
 from lab.evalsets.excerpts import NEAR_DUPLICATE, derive_keywords, names_a_file, quotes_own_answer, size_problem, vague
-from lab.evalsets.extract import Block, Candidate, blocks, candidates, census, example_page, prose_sentences
+from lab.evalsets.extract import Block, Candidate, blocks, candidates, census, document_sentences, example_page
 from lab.evalsets.pacing import Pace, interruptible, tally
 from lab.evalsets.standalone import plain
 from lab.evidence.text import content_words, fold
@@ -222,7 +222,7 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
     cut = {s: blocks(docs[s], s, (literal or {}).get(s, ())) for s in order}  # each document parsed once, for the pool and the candidates
     left_out: dict[str, dict] = {}  # the prose sentences no candidate, by reason: the census
     found = {s: candidates(s, docs[s], cut[s], left_out) for s in order}
-    pool = [(s, a, b) for s in order for blk in cut[s] if blk.kind == "prose" for a, b in prose_sentences(docs[s], blk)]
+    pool = [(s, a, b) for s in order for a, b in document_sentences(docs[s], cut[s])]
     pool_texts = [docs[s][a:b] for s, a, b in pool]
     at = {(s, a): i for i, (s, a, _) in enumerate(pool)}  # a candidate's place among the sentences
     bounds: dict[str, tuple[int, int]] = {}  # each document's sentences, [first, end)
@@ -338,7 +338,7 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
 _URL_CUT = re.compile(r"://\S*\?$")
 
 
-#: The question call's settings besides its prompt, in its cache key (:func:`question_key`).
+#: The question call's settings besides its prompt, in its cache key (:func:`question_cached`).
 _ASK = {"max_tokens": 70, "stop": ["?"]}
 
 
@@ -352,9 +352,9 @@ def _messages(prompt, c: Candidate) -> list[dict]:
     return prompt.messages(title=title, heading=c.heading or title, sentence=clean(c.text))
 
 
-def question_key(llm: LabLLM, prompt, c: Candidate, seed: int) -> str:
-    """The cache key of ``c``'s question call (``lab generate``'s estimate counts those cached)."""
-    return llm.key(_messages(prompt, c), prompt.version, _SCHEMA, 0.0, seed, **_ASK)
+def question_cached(llm: LabLLM, prompt, c: Candidate, seed: int) -> bool:
+    """Whether ``c``'s question call is in ``llm``'s cache (``lab generate``'s estimate counts those out)."""
+    return llm.cached(_messages(prompt, c), prompt.version, _SCHEMA, 0.0, seed, **_ASK)
 
 
 def _one(llm: LabLLM, prompt, head: int, c: Candidate, seed: int) -> tuple[str | None, str, str | None, str | None]:

@@ -178,6 +178,15 @@ class LabLLM:
             body["n_ctx"] = cfg.n_ctx  # a longer window can change a truncated prompt
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
+    def cached(self, messages: list[dict], prompt_version: str, schema: dict | None, temperature: float | None,
+               seed: int | None, max_tokens: int | None = None, stop: list[str] | None = None) -> bool:
+        """Whether :meth:`chat`'s call with these arguments is in the cache: it then takes no model
+        time (estimates count it out, the review queue reads it without running a model)."""
+        temperature = self.plan.cfg.temperature if temperature is None else temperature
+        seed = self.plan.cfg.seed if seed is None else seed
+        key = self.key(messages, prompt_version, schema, temperature, seed, max_tokens, stop)
+        return self.cache is not None and self.cache.get(key) is not None
+
     def _call(self, messages: list[dict], schema: dict | None, temperature: float, seed: int,
               max_tokens: int | None, head: int | None = None, stop: list[str] | None = None) -> Completion:
         """The backend's call. Remote backends retry ``max_retries`` times with exponential

@@ -502,6 +502,7 @@ def test_the_answer_check_reads_each_span_in_its_passage_and_lists_the_rows_it_d
     candidate) that answer the question; the rows it fails are listed after the rules' doubts and
     counted in the headline."""
     from lab.evalsets.answercheck import model_checks, neighbours
+    from lab.evalsets.extract import blocks, document_sentences
     from lab.models.backends import Completion
     from lab.models.llm import LabLLM
     from lab.models.resolve import LLMPlan
@@ -511,7 +512,7 @@ def test_the_answer_check_reads_each_span_in_its_passage_and_lists_the_rows_it_d
            ".. code-block:: console\n\n    $ kiln backup --now\n\nOld backups are deleted by the prune command.\n")
     s2 = "It keeps 14 copies of every file."
     at = doc.index(s2)
-    assert neighbours(doc, "backup.rst", at, at + len(s2)) == (
+    assert neighbours(doc, document_sentences(doc, blocks(doc, "backup.rst")), at, at + len(s2)) == (
         ["The daily backup starts at 02:00."], ["Old backups are deleted by the prune command."])
 
     class Model:  # {"yes"} for the verdicts, then the copied answers in order
@@ -547,3 +548,62 @@ def test_the_answer_check_reads_each_span_in_its_passage_and_lists_the_rows_it_d
     assert lines[2].endswith("; the answer from the span's passage doubts 1 of 2 questions (listed)")
     assert "Questions the answer check doubts: 1" in lines and "  t2 (line 2): the model finds no answer to it in its " \
                                                                "passage" in lines
+
+
+def test_the_answer_check_is_asked_with_the_seed_the_set_was_generated_with(tmp_path):
+    """``lab audit --check`` and the review queue ask the answer check with the seed in a generated
+    set's sidecar (``lab generate --seed 3 --answer-check`` cached its checks under 3), else 0."""
+    from lab.evalsets.answercheck import seed_of
+
+    path = tmp_path / "docs.jsonl"
+    assert seed_of(path) == 0  # a set written by hand: no sidecar
+    path.with_suffix(".gen.json").write_text(json.dumps({"seed": 3, "mode": "extractive"}), encoding="utf-8")
+    assert seed_of(path) == 3
+    for broken in ("{not json", "[1, 2]", json.dumps({"seed": "3"})):
+        path.with_suffix(".gen.json").write_text(broken, encoding="utf-8")
+        assert seed_of(path) == 0
+
+
+def test_the_audit_says_its_calls_before_it_asks_them_and_counts_out_the_cached(tmp_path, caplog):
+    """Before any call, ``lab audit --check`` says its calls (two a row with a span), how many are
+    cached and about how long the rest take; a second audit on the same cache finds all of them
+    cached, and its model is not run."""
+    from lab.caches import CallCache
+    from lab.config import LLMConfig
+    from lab.evalsets.answercheck import CALL_SECONDS, model_checks
+    from lab.models.backends import Completion
+    from lab.models.llm import LabLLM
+    from lab.models.resolve import LLMPlan
+    from lab.progress import duration
+
+    doc = "Backups\n=======\n\nThe daily backup starts at 02:00. It keeps 14 copies of every file.\n"
+    s2 = "It keeps 14 copies of every file."
+    at = doc.index(s2)
+
+    class Model:
+        calls = 0
+
+        def chat(self, messages, schema, temperature, seed, max_tokens=None, head=None, stop=None):
+            Model.calls += 1
+            if "PASSAGE" not in messages[-1]["content"]:
+                return Completion(json.dumps({"answers": "yes", "entailed": "yes"}), 50, 4, 0.1, "stop")
+            return Completion(json.dumps({"answer": "14 copies"}), 80, 6, 0.1, "stop")
+
+    rows = [_row("t1", "How many copies does the daily backup keep?", "numerical", None,
+                 [("backup.rst", s2, at, at + len(s2))]),
+            _row("t2", "What keeps 14 copies?", "direct_fact", ["14"], [])]  # no span: no call
+    path = tmp_path / "set.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    eval_rows = load_eval_set(path, None).rows
+    cache = CallCache(tmp_path / "llm.sqlite")
+    first = f"2 calls, 0 cached; 2 to compute, about {duration(2 * CALL_SECONDS)} ({CALL_SECONDS:g} s a call"
+    for told, computed in [(first, 2), ("2 calls, all cached (no model time)", 0)]:
+        llm = LabLLM(LLMPlan(LLMConfig(), "check", "m.gguf", "m:1"), cache, Model())
+        caplog.clear()
+        with caplog.at_level("INFO", logger="lab.evalsets.answercheck"):
+            support, answer_check = model_checks(llm, {"backup.rst": doc}, rows=eval_rows)
+        assert any(told in m for m in caplog.messages), caplog.messages
+        f = audit_eval_set(eval_rows, {"backup.rst": doc}, source="set.jsonl", support=support,
+                           answer_check=answer_check)
+        assert (f["support"]["n_supported"], f["answer_check"]["n_doubted"]) == (1, 0)
+        assert llm.usage.calls == computed and Model.calls == 2

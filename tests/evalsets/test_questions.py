@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from lab.config import LLMConfig
+from lab.evalsets.extract import blocks
 from lab.evalsets.questions import extractive
 from lab.models.backends import Completion
 from lab.models.llm import LabLLM
@@ -358,8 +359,9 @@ def test_the_estimate_counts_out_the_questions_an_earlier_run_cached(tmp_path):
     asked = out.stats["usage"]["generation"]["calls"]
     assert asked == out.stats["candidates"] == 2 and len(out.rows) == 2
     cost = RoleCost("questions", "m", 3, 9.0, "measured here")  # the 3 candidates a run of 3 would try
-    assert cached_questions(llm, DOCS, 0, cost) == (RoleCost("questions", "m", 1, 3.0, "measured here"), 2)
+    cut = {s: blocks(text, s) for s, text in DOCS.items()}
+    assert cached_questions(llm, DOCS, 0, cost, cut) == (RoleCost("questions", "m", 1, 3.0, "measured here"), 2)
     checked = RoleCost("questions-checked", "m", 4, 12.0, "measured here")  # 3 questions and 1 check
-    assert cached_questions(llm, DOCS, 0, checked)[1] == 2
+    assert cached_questions(llm, DOCS, 0, checked, cut)[1] == 2
     other = LabLLM(LLMPlan(LLMConfig(), "questions", "n.gguf", "n:1"), cache, Scripted([]))
-    assert cached_questions(other, DOCS, 0, cost) == (cost, 0) == cached_questions(llm, DOCS, 1, cost)
+    assert cached_questions(other, DOCS, 0, cost, cut) == (cost, 0) == cached_questions(llm, DOCS, 1, cost, cut)

@@ -223,12 +223,16 @@ def test_review_refuses_a_set_without_ids_or_documents(tmp_path):
         _review_set(path, None, 0)
 
 
-def test_a_row_the_answer_check_doubted_before_is_shown_first_with_its_note(review, tmp_path):
+@pytest.mark.parametrize("seed", [0, 3])
+def test_a_row_the_answer_check_doubted_before_is_shown_first_with_its_note(review, tmp_path, seed):
     """The answer check's verdict that an earlier lab audit --check left in the cache (here: the
     model found no answer to row 4's question in its passage) puts its row among the first, with
-    its note, and no model is run (a row whose check is not cached has no such note)."""
+    its note, and no model is run (a row whose check is not cached has no such note). The verdict
+    is the one asked with the seed the set was generated with (its sidecar's), as ``lab generate
+    --seed 3 --answer-check`` and then ``lab audit --check`` ask it: under another seed it is none."""
     from lab.config import LLMConfig
     from lab.evalsets import answercheck
+    from lab.evalsets.extract import blocks, document_sentences
     from lab.models.llm import build_llm
     from lab.models.resolve import resolve_llm
     from lab.prompts import load_prompt
@@ -238,11 +242,17 @@ def test_a_row_the_answer_check_doubted_before_is_shown_first_with_its_note(revi
     llm = build_llm(resolve_llm(LLMConfig(), "check", Path.cwd()), cache)
     prompt, row = load_prompt(answercheck.PASSAGE_PROMPT), review["rows"][3]
     ref = row["references"][0]
-    before, after = answercheck.neighbours(PRUNE, "prune.md", ref["start_index"], ref["end_index"])
+    sentences = document_sentences(PRUNE, blocks(PRUNE, "prune.md"))
+    before, after = answercheck.neighbours(PRUNE, sentences, ref["start_index"], ref["end_index"])
     key = llm.key(answercheck._messages(prompt, row["question"], ref["content"], before, after), prompt.version,
-                  answercheck.SCHEMA, 0.0, 0, 80)
+                  answercheck.SCHEMA, 0.0, seed, 80)
     llm.cache.put(key, {"text": json.dumps({"answer": "NONE"}), "prompt_tokens": 90, "completion_tokens": 5,
                         "seconds": 3.0, "finish_reason": "stop"})
+    sidecar = review["path"].with_suffix(".gen.json")
+    if seed:
+        sidecar.write_text(json.dumps({"knowledge_base": str(review["kb"]), "seed": 0}), encoding="utf-8")
+        assert "g0004" not in _review_set(review["path"], None, 0).notes  # the verdict of another seed
+        sidecar.write_text(json.dumps({"knowledge_base": str(review["kb"]), "seed": seed}), encoding="utf-8")
     rs = _review_set(review["path"], None, 0)
     assert rs.order() == ["g0002", "g0003", "g0004", "g0001"]
     assert rs.notes["g0004"] == ["Questions the answer check doubts: the model finds no answer to it in its sentence"]
