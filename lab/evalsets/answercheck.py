@@ -143,20 +143,27 @@ def model_checks(llm: LabLLM, documents: dict[str, str], literal: dict[str, list
             before, after = neighbours(text, sentences[source], refs[0].start_index, refs[0].end_index)
         return " ".join(plain(r.content) for r in refs), before, after
 
+    def yes_no(row) -> bool:  # lab.evalsets.audit._support asks no verdict of a reference that is its span's words
+        evidence = [r.content for r in row.references]
+        return bool(row.reference_answer.strip()) and not grounding.verbatim(row.reference_answer, evidence)
+
     def in_cache(row) -> int:
-        """How many of the row's two calls are cached."""
+        """How many of the row's calls are cached."""
         said, before, after = passage(row)
-        return (grounding.cached(llm, verdicts, row.question, row.reference_answer, [r.content for r in row.references])
-                + cached(llm, asked, row.question, said, seed, before, after))
+        return (yes_no(row) and grounding.cached(llm, verdicts, row.question, row.reference_answer,
+                                                 [r.content for r in row.references])) \
+            + cached(llm, asked, row.question, said, seed, before, after)
 
     checked = [r for r in rows if r.references]
+    calls = len(checked) + sum(map(yes_no, checked))
     have = sum(map(in_cache, checked))
-    total = 2 * len(checked) - have
+    total = calls - have
     if checked:
         rest = f"{have} cached; {total} to compute, about {duration(total * CALL_SECONDS)} ({CALL_SECONDS:g} s a " \
                "call, 2-core prior)" if total else "all cached (no model time)"
-        log.info("audit --check: %d rows, two calls each (the yes/no verdicts, the answer from its passage): %d "
-                 "calls, %s", len(checked), 2 * len(checked), rest)
+        log.info("audit --check: %d rows with a span: the answer from each one's passage, and the yes/no verdicts of "
+                 "the %d whose reference answer is not its span's own words: %d calls, %s", len(checked),
+                 calls - len(checked), calls, rest)
     ticker = Ticker("audit --check", total, bar, unit="calls") if total else None
 
     def done(before: int) -> None:  # a cached call takes no time: the progress counts the computed ones

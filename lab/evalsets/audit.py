@@ -22,12 +22,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from lab.evalsets.evalset import EvalRow, Reference, same_text
+from lab.evalsets.grounding import verbatim
 from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, heading_span, locate, names_a_file,
                                    figure_not_in_spans, near_duplicate_pairs, one_document_answer, short_span,
                                    size_problem)
 from lab.evalsets.twins import find_twins
 from lab.evidence.states import words_not_in_spans
-from lab.evalsets.extract import in_example
+from lab.evalsets.extract import blocks, candidates, example_page, in_example
 from lab.evalsets.asks import answer_type, restates
 from lab.metrics.addressed import addressed_documents
 from lab.metrics.aggregate import SMALL_CATEGORY
@@ -84,8 +85,13 @@ def _touched(row: EvalRow, docs: dict[str, str]) -> set[str]:
     return {s for s, text in docs.items() if all(k in text for k in kws)} if kws else set()
 
 
-def _coverage(rows: Sequence[EvalRow], docs: dict[str, str]) -> dict:
-    """Questions per category, per document and per folder, and the documents none is about."""
+def _coverage(rows: Sequence[EvalRow], docs: dict[str, str], documents: dict[str, str],
+              literal: dict[str, list]) -> dict:
+    """Questions per category, per document and per folder, and the documents none is about
+    (``docs``: the texts case-folded; ``without_candidates``: those of the documents none is about
+    that hold no sentence ``lab generate`` asks from, such as an API page of directives, code or
+    tables alone: no generated question can be about them; ``untouched_examples``: the example and
+    tutorial pages among them, which ``lab generate`` asks from last)."""
     per_doc: dict[str, list[str]] = {s: [] for s in sorted(docs)}
     none = []
     for row in rows:
@@ -102,6 +108,9 @@ def _coverage(rows: Sequence[EvalRow], docs: dict[str, str]) -> dict:
         "small_category": SMALL_CATEGORY,
         "documents": [{"source": s, "folder": folder(s), "n": len(ids)} for s, ids in per_doc.items()],
         "untouched": [s for s, ids in per_doc.items() if not ids],
+        "without_candidates": [s for s, ids in per_doc.items() if not ids and not candidates(
+            s, documents[s], blocks(documents[s], s, literal.get(s, ())))],
+        "untouched_examples": [s for s, ids in per_doc.items() if not ids and example_page(s)],  # asked last
         "folders": [{"folder": f, "n_documents": len(ss), "n_untouched": sum(not per_doc[s] for s in ss),
                      "n_questions": len({i for s in ss for i in per_doc[s]})} for f, ss in in_folder.items()],
         **_listed(rows_touching_none=none),
@@ -196,17 +205,23 @@ def _keywords(rows: Sequence[EvalRow], docs: dict[str, str], share: float) -> di
             "n_without_spans": sum(not w["has_spans"] for w in found["without"])}
 
 
-def _support(rows: Sequence[EvalRow], support: Callable[[str, str, list[str]], Any] | None) -> dict:
+def _support(rows: Sequence[EvalRow], support: Callable[[str, str, list[str]], Any] | None,
+             own_words: bool = False) -> dict:
     """The reference answer of every row with spans, checked against the spans' contents (a row
     without spans has no evidence: skipped). ``support`` returns a :class:`grounding.Verdict`
     (both verdicts; a row failing either is listed with its faults) or a bool; a failed check
-    (None) is counted apart, never a yes."""
+    (None) is counted apart, never a yes. ``own_words`` (the answer check reads every row): a
+    reference that is its span's own words is not asked (:func:`grounding.verbatim`), only counted."""
     if support is None:
         return {"checked": False}
-    unsupported, failed, n, two = [], [], 0, False
+    unsupported, failed, n, two, same, bare = [], [], 0, False, 0, 0
     for row in rows:
         evidence = [r.content for r in row.references or []]
         if not evidence or not row.reference_answer.strip():
+            bare += 1
+            continue
+        if own_words and verbatim(row.reference_answer, evidence):
+            same += 1
             continue
         n += 1
         verdict = support(row.question, row.reference_answer, evidence)
@@ -221,7 +236,7 @@ def _support(rows: Sequence[EvalRow], support: Callable[[str, str, list[str]], A
                 unsupported.append(_item(row, f"{verdict.why} ({len(evidence)} span(s)): {answer}",
                                          faults=[k for k in ("answers", "entailed") if not getattr(verdict, k)]))
     return {"checked": True, "two_verdicts": two, "n_checked": n, "n_supported": n - len(unsupported) - len(failed),
-            **_listed(unsupported=unsupported, failed=failed), "n_skipped": len(rows) - n}
+            **_listed(unsupported=unsupported, failed=failed), "n_skipped": bare, "n_verbatim": same}
 
 
 def _answer_check(rows: Sequence[EvalRow], check: Callable[[EvalRow], str | None] | None) -> dict:
@@ -317,7 +332,9 @@ def _problems(f: dict) -> list[str]:
         (k["n_common"], f"rows with keywords in over {k['common_share']:.0%} of documents (any retrieval finds them): "
                         "{}"),
         (k["n_in_question"], "rows with keywords in the question (they favour BM25): {}"),
-        (len(c["untouched"]), f"documents touched by no question: {{}} of {len(c['documents'])}"),
+        (len(c["untouched"]), f"documents touched by no question: {{}} of {len(c['documents'])}"
+         + (f" ({n} of them hold no sentence lab generate asks from)" if (n := len(c.get("without_candidates", [])))
+            else "")),
         (len(small), f"categories under {c['small_category']} questions: {{}} ({', '.join(small)})"),
         (sup.get("n_failed", 0), "support checks that failed (no verdict): {}"),
         (f["size"]["n_rows"], "trivial or over-long rows (the generator's size filter): {}"),
@@ -349,10 +366,10 @@ def audit_eval_set(rows: Sequence[EvalRow], documents: dict[str, str], *, source
     f = {
         "source": source,
         "duplicates": _duplicates(rows, embed, near_threshold),
-        "coverage": _coverage(rows, docs),
+        "coverage": _coverage(rows, docs, documents, literal or {}),
         "spans": _spans(rows, documents),
         "keywords": _keywords(rows, docs, common_share),
-        "support": _support(rows, support),
+        "support": _support(rows, support, answer_check is not None),
         "answer_check": _answer_check(rows, answer_check),
         "size": _listed(rows=[_item(r, why) for r in rows if (why := size_problem(r.question, r.reference_answer))]),
         "checks": _listed(rows=[_item(r, why + (f" (read by {r.review.by}: {r.review.verdict})" if r.review else ""))
@@ -382,7 +399,7 @@ def _checked_by(f: dict, rows: Sequence[EvalRow], reviewed: dict | None) -> dict
                   "coverage of documents and categories", "the generator's rules (examples, answer types, files, "
                   "short spans, categories, figures and words held by the spans)"],
         "rule_doubts": f["checks"]["n_rows"],
-        "model": {"n_checked": sup["n_checked"], "n_supported": sup["n_supported"],
+        "model": {"n_checked": sup["n_checked"], "n_supported": sup["n_supported"], "n_verbatim": sup["n_verbatim"],
                   **({"answer_checked": ac["n_checked"], "answer_doubted": ac["n_doubted"]}
                      if ac.get("checked") else {})} if sup.get("checked") else None,
         "person": {"n_read": len(read), "n_rows": len(rows),

@@ -374,7 +374,8 @@ def census(docs: dict[str, str], cut: dict[str, Sequence[Block]], found: dict[st
     """What the rules made of a knowledge base's text: characters per block kind (``code``,
     ``transcript``, ``table``, ``prose``, ...: :func:`kinds`), its prose sentences, how many are
     candidates, and the others by :func:`why_not`'s reason with their first examples, so a user
-    can see what a rule leaves out of their documents. ``cut``: each document's :func:`blocks`;
+    can see what a rule leaves out of their documents, and the documents holding no candidate
+    (no question can be about them). ``cut``: each document's :func:`blocks`;
     ``found`` and ``left_out``: what :func:`candidates` gave and counted for each."""
     chars: dict[str, int] = {}
     for source in sorted(docs):
@@ -383,6 +384,7 @@ def census(docs: dict[str, str], cut: dict[str, Sequence[Block]], found: dict[st
     n_found = sum(len(v) for v in found.values())
     return {"characters_by_kind": dict(sorted(chars.items())),
             "prose_sentences": n_found + sum(e["n"] for e in left_out.values()), "candidates": n_found,
+            "documents_without_candidates": [s for s in sorted(docs) if not found[s]],
             "left_out": dict(sorted(left_out.items(), key=lambda kv: (-kv[1]["n"], kv[0])))}
 
 

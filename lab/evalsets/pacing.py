@@ -10,6 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from lab.evalsets.extract import example_page
+
 
 class _Halt:
     """Whether Ctrl-C stopped the block (see :func:`interruptible`)."""
@@ -92,9 +94,13 @@ def short(stats: dict, n_documents: int, sidecar: str) -> list[str]:
     candidate budget spent (a larger ``--max-candidates`` at the rate seen so far, with ``--force``:
     the set is finished; the calls made are cached)."""
     lines = []
-    if stats["documents_without_questions"]:
-        lines.append(f"{len(stats['documents_without_questions'])} of {n_documents} documents have no question "
-                     f"(see {sidecar})")
+    if none := stats["documents_without_questions"]:
+        bare = set((stats.get("sentences") or {}).get("documents_without_candidates", [])) & set(none)
+        last = sum(example_page(s) for s in none if s not in bare)
+        why = ", ".join([f"{len(bare)} of them hold no candidate sentence"] * bool(bare)
+                        + [f"{last} are example or tutorial pages, asked last"] * bool(last))
+        lines.append(f"{len(none)} of {n_documents} documents have no question ({why + '; ' if why else ''}see "
+                     f"{sidecar})")
     got, wanted, tried = stats["n_accepted"], stats["n_requested"], stats["candidates"]
     pool = candidate_sentences(stats)
     if got >= wanted or stats.get("stopped") or pool is None:

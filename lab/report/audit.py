@@ -119,19 +119,29 @@ def audit_lines(findings: dict, *, more: str = "the HTML page") -> list[str]:
                                        for f in cov["folders"]))
     for d in (findings.get("addressed") or [])[:SHOWN]:
         out.append(f"addressed to an assistant or evaluator: {d['source']}: {'; '.join(d['reasons'])}")
-    if cov["untouched"]:
-        shown = ", ".join(cov["untouched"][:SHOWN])
-        extra = f" and {len(cov['untouched']) - SHOWN} more in {more}" if len(cov["untouched"]) > SHOWN else ""
-        out.append(f"documents no question touches: {shown}{extra}")
+    if cov["untouched"]:  # those with sentences to ask from first: the rest can have no generated question
+        bare = set(cov.get("without_candidates", []))
+        last = set(cov.get("untouched_examples", []))  # the pages lab generate asks from last
+        first = sorted(cov["untouched"], key=lambda s: (s in bare, s in last))
+        shown = ", ".join(first[:SHOWN])
+        extra = f" and {len(first) - SHOWN} more in {more}" if len(first) > SHOWN else ""
+        out.append(f"documents no question touches: {shown}{extra}" + (
+            f" ({len(bare)} of them hold no sentence lab generate asks from: directives, code or tables alone)"
+            if bare else ""))
     sup = findings["support"]
-    if sup.get("checked"):  # the verdict for every row, said even when every row passed
+    same, skipped = sup.get("n_verbatim", 0), (f"; {sup['n_skipped']} rows without spans not checked"
+                                               if sup.get("n_skipped") else "")
+    if sup.get("checked") and same and not sup["n_checked"]:  # an extractive set: the answer check reads every row
+        out.append(f"support check (--check): not asked of the {same} reference answers that are their spans' own "
+                   f"words (each states its span by construction; the answer check reads whether it answers){skipped}")
+    elif sup.get("checked"):  # the verdict for every row, said even when every row passed
         faults = Counter(f for r in sup.get("unsupported", []) for f in r.get("faults", []))
         split = (f" ({faults['entailed']} with a fact the spans do not state, {faults['answers']} not answering "
                  f"the question)" if faults else "")
         both = " and answering their question" if faults or sup.get("two_verdicts") else ""
         out.append(f"support check (--check): {sup['n_supported']} of {sup['n_checked']} reference answers supported by "
                    f"their spans{both}, {sup.get('n_unsupported', 0)} not{split}, {sup.get('n_failed', 0)} without a "
-                   f"verdict" + (f"; {sup['n_skipped']} rows without spans not checked" if sup.get("n_skipped") else ""))
+                   f"verdict" + (f"; not asked of {same} that are their spans' own words" if same else "") + skipped)
     if power:
         cells = ", ".join(f"{c['name']} {_mde(c)} (n={c['n']})" for c in power["categories"])
         out.append(f"smallest MRR difference detectable at {power['power']:.0%} power: overall "
@@ -149,19 +159,24 @@ def checked_lines(by: dict | None) -> list[str]:
     model = by["model"]
     doubts = by["rule_doubts"]
     return [f"checked by rules: {'; '.join(by['rules'])} ({doubts} {'row' if doubts == 1 else 'rows'} doubted)",
-            "checked by the model: " + (f"{model['n_supported']} of {model['n_checked']} reference answers supported "
-                                        f"by their spans{_answers(model)}" if model else
-                                        "not asked (lab audit --check)"),
+            "checked by the model: " + (_model(model) if model else "not asked (lab audit --check)"),
             _person(by["person"]),
             f"not seen by any of these: {by['unseen']}"]
 
 
-def _answers(model: dict) -> str:
-    """The answer check's count (findings from before it: nothing)."""
-    if "answer_checked" not in model:
-        return ""
-    n, doubted = model["answer_checked"], model["answer_doubted"]
-    return f"; the answer from the span's passage doubts {doubted} of {n} questions" + (" (listed)" if doubted else "")
+def _model(model: dict) -> str:
+    """The yes/no verdicts' count (none where every reference was its span's own words), the answer
+    check's (findings from before it: none) and the references not asked."""
+    parts = []
+    if model["n_checked"] or not model.get("n_verbatim"):
+        parts.append(f"{model['n_supported']} of {model['n_checked']} reference answers supported by their spans")
+    if "answer_checked" in model:
+        n, doubted = model["answer_checked"], model["answer_doubted"]
+        parts.append(f"the answer from the span's passage doubts {doubted} of {n} questions"
+                     + (" (listed)" if doubted else ""))
+    if model.get("n_verbatim"):
+        parts.append(f"{model['n_verbatim']} reference answers are their spans' own words (no yes/no verdict asked)")
+    return "; ".join(parts)
 
 
 def _person(p: dict) -> str:

@@ -256,12 +256,17 @@ def _and(parts: list[str]) -> str:
     return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
+#: A category holding this share of a pair's questions moves with the overall rows: its deltas are not listed.
+ALMOST_ALL = 0.9
+
+
 def _found_text(p: dict, items: list[tuple[str, str | None, dict]]) -> str:
     """ "B beats A on MRR (keywords) by +0.2500 [+0.1333, +0.3667], ..." for one pair and direction:
     the overall rows, then the categories' with their intervals where the metric did not move
     overall; a category that moved with metrics listed overall gets its deltas alone ("and in
     direct_fact by +0.2708 and +0.2708": a category holding most of the rows repeats the overall
-    line, nine metrics long, otherwise)."""
+    line, nine metrics long, otherwise), and one holding :data:`ALMOST_ALL` of them is said to
+    move on each ("and in direct_fact on each (43 of the 45 questions)": its deltas are the overall's)."""
     better = (items[0][2]["delta"] > 0) == higher_is_better(items[0][0])
     overall = [m for m, c, _ in items if c is None]
     full = [x for x in items if x[1] is None] + [x for x in items if x[1] is not None and x[0] not in overall]
@@ -271,8 +276,12 @@ def _found_text(p: dict, items: list[tuple[str, str | None, dict]]) -> str:
     for m, c, s in items:
         if c is not None and m in overall:
             echoed.setdefault(c, []).append((m, s))
+    total = max((s.get("n", 0) for _, c, s in items if c is None), default=0)
     for c, ms in echoed.items():
-        if [m for m, _ in ms] == overall:  # every metric listed overall: its deltas alone, in that order
+        held = max(s.get("n", 0) for _, s in ms)
+        if [m for m, _ in ms] == overall and total and held >= ALMOST_ALL * total:
+            parts.append(f"in {c} on each ({held} of the {total} questions)")
+        elif [m for m, _ in ms] == overall:  # every metric listed overall: its deltas alone, in that order
             parts.append(f"in {c} by " + _and([fmt_delta(m, s["delta"]) for m, s in ms]))
         else:
             parts.append(f"in {c} on " + _and([f"{catalog.METRICS[m].label} by {fmt_delta(m, s['delta'])}"

@@ -162,9 +162,19 @@ def test_a_run_short_of_its_questions_says_why_and_what_gives_more():
     lark = {"documents_without_questions": ["grammar.md"] * 35, "n_accepted": 12, "n_requested": 45,
             "candidates": 113, "sentences": {"candidates": 113}, "stopped": None}
     assert short(lark, 42, "lark.gen.json") == [
-        "35 of 42 documents have no question (see lark.gen.json)",
+        "35 of 42 documents have no question (see lark.gen.json)",  # a sidecar of before the census listed them
         "12 of 45 questions: every one of the 113 candidate sentences in these documents' prose was tried (the "
         "census above says what the sentence rules left out); more questions need more documents"]
+    # sphinx-gallery's documentation: API pages of directives alone, example pages asked last
+    gallery = {**lark, "n_accepted": 45, "documents_without_questions": [
+        "faq.rst.txt", "gen_modules/sphinx_gallery.binder.rst.txt", "gen_modules/sphinx_gallery.sorting.rst.txt",
+        "auto_examples/plot_0_sin.rst.txt", "tutorials/plot_parse.rst.txt", "auto_examples/index.rst.txt"],
+        "sentences": {"candidates": 291, "documents_without_candidates": [
+            "auto_examples/index.rst.txt", "gen_modules/sphinx_gallery.binder.rst.txt",
+            "gen_modules/sphinx_gallery.sorting.rst.txt"]}}
+    assert short(gallery, 44, "sg.gen.json") == ["6 of 44 documents have no question (3 of them hold no candidate "
+                                                 "sentence, 2 are example or tutorial pages, asked last; see "
+                                                 "sg.gen.json)"]
     # 10 of 45 from a budget of 100 of 495 sentences: 450 at that rate; at most the 495 there are
     spent = {**lark, "documents_without_questions": [], "n_accepted": 10, "candidates": 100,
              "sentences": {"candidates": 495}}

@@ -587,17 +587,24 @@ def test_the_audit_says_its_calls_before_it_asks_them_and_counts_out_the_cached(
             Model.calls += 1
             if "PASSAGE" not in messages[-1]["content"]:
                 return Completion(json.dumps({"answers": "yes", "entailed": "yes"}), 50, 4, 0.1, "stop")
-            return Completion(json.dumps({"answer": "14 copies"}), 80, 6, 0.1, "stop")
+            said = "at 02:00" if "start?" in messages[-1]["content"] else "14 copies"
+            return Completion(json.dumps({"answer": said}), 80, 6, 0.1, "stop")
 
+    s1 = "The daily backup starts at 02:00."
+    own = {**_row("t3", "When does the daily backup start?", "temporal", None, [("backup.rst", s1, doc.index(s1),
+                                                                                   doc.index(s1) + len(s1))]),
+           "reference_answer": s1}  # its span's own words, as lab generate writes a row: no yes/no verdict
     rows = [_row("t1", "How many copies does the daily backup keep?", "numerical", None,
                  [("backup.rst", s2, at, at + len(s2))]),
-            _row("t2", "What keeps 14 copies?", "direct_fact", ["14"], [])]  # no span: no call
+            _row("t2", "What keeps 14 copies?", "direct_fact", ["14"], []), own]  # no span: no call
     path = tmp_path / "set.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     eval_rows = load_eval_set(path, None).rows
     cache = CallCache(tmp_path / "llm.sqlite")
-    first = f"2 calls, 0 cached; 2 to compute, about {duration(2 * CALL_SECONDS)} ({CALL_SECONDS:g} s a call"
-    for told, computed in [(first, 2), ("2 calls, all cached (no model time)", 0)]:
+    first = (f"2 rows with a span: the answer from each one's passage, and the yes/no verdicts of the 1 whose "
+             f"reference answer is not its span's own words: 3 calls, 0 cached; 3 to compute, about "
+             f"{duration(3 * CALL_SECONDS)} ({CALL_SECONDS:g} s a call")
+    for told, computed in [(first, 3), ("3 calls, all cached (no model time)", 0)]:
         llm = LabLLM(LLMPlan(LLMConfig(), "check", "m.gguf", "m:1"), cache, Model())
         caplog.clear()
         with caplog.at_level("INFO", logger="lab.evalsets.answercheck"):
@@ -605,5 +612,45 @@ def test_the_audit_says_its_calls_before_it_asks_them_and_counts_out_the_cached(
         assert any(told in m for m in caplog.messages), caplog.messages
         f = audit_eval_set(eval_rows, {"backup.rst": doc}, source="set.jsonl", support=support,
                            answer_check=answer_check)
-        assert (f["support"]["n_supported"], f["answer_check"]["n_doubted"]) == (1, 0)
-        assert llm.usage.calls == computed and Model.calls == 2
+        assert (f["support"]["n_checked"], f["support"]["n_supported"], f["support"]["n_verbatim"]) == (1, 1, 1)
+        assert (f["support"]["n_skipped"], f["answer_check"]["n_checked"], f["answer_check"]["n_doubted"]) == (1, 2, 0)
+        assert llm.usage.calls == computed and Model.calls == 3
+    assert audit_lines(f)[2] == ("checked by the model: 1 of 1 reference answers supported by their spans; the "
+                                 "answer from the span's passage doubts 0 of 2 questions; 1 reference answers are "
+                                 "their spans' own words (no yes/no verdict asked)")
+
+
+def test_documents_no_question_touches_say_which_hold_nothing_to_ask_from(tmp_path):
+    """sphinx-gallery's documentation: 39 of 44 documents untouched, 28 of them API pages of
+    directives or pages of code and tables, which hold no sentence lab generate asks from. The
+    audit counts them apart and lists first the untouched documents a question could be about,
+    the example pages (asked last) after them."""
+    fact = "The daily backup keeps 14 copies of every file in the `vault` folder.\n"
+    docs = {"api/kiln.backup.rst": "kiln.backup\n===========\n\n.. automodule:: kiln.backup\n   :members:\n",
+            "examples/demo.md": "# Demo\n\n" + fact, "faq.md": "# FAQ\n\n" + fact.replace("14", "12"),
+            "guide.md": "# Guide\n\n" + fact.replace("14", "10"), "times.rst": "Times\n=====\n\n.. code-block:: text\n\n"
+                                                                              "   plot_0.py  00:01\n"}
+    at = docs["guide.md"].index("The")
+    path = tmp_path / "set.jsonl"
+    path.write_text(json.dumps(_row("t1", "How many copies does the daily backup keep?", "numerical", ["10"],
+                                    [("guide.md", docs["guide.md"][at:-1], at, len(docs["guide.md"]) - 1)])) + "\n")
+    f = audit_eval_set(load_eval_set(path, None).rows, docs, source="set.jsonl")
+    c = f["coverage"]
+    assert c["untouched"] == ["api/kiln.backup.rst", "examples/demo.md", "faq.md", "times.rst"]
+    assert c["without_candidates"] == ["api/kiln.backup.rst", "times.rst"]
+    assert c["untouched_examples"] == ["examples/demo.md"]
+    assert "documents touched by no question: 4 of 5 (2 of them hold no sentence lab generate asks from)" in \
+        f["summary"]["problems"]
+    assert "documents no question touches: faq.md, examples/demo.md, api/kiln.backup.rst and 1 more in set.audit.html " \
+           "(2 of them hold no sentence lab generate asks from: directives, code or tables alone)" in \
+           audit_lines(f, more="set.audit.html")
+    html = render_audit(f)
+    assert 'class="bare" data-source="times.rst"' in html and 'class="untouched" data-source="faq.md"' in html
+
+
+def test_a_reference_is_its_spans_own_words_with_the_markup_taken_off():
+    from lab.evalsets.grounding import verbatim
+
+    assert verbatim("Use --exclude with care.", ["Use ``--exclude``\n   with **care**."])
+    assert not verbatim("Use --exclude with care.", ["Use ``--exclude``", "with **care**."])  # two spans
+    assert not verbatim("Use --exclude sparingly.", ["Use ``--exclude`` with **care**."])

@@ -145,6 +145,26 @@ def test_a_sentence_that_does_not_stand_alone_is_no_candidate():
     assert why_not("A: Pexpect does NOT interpret shell meta characters such as ``>`` or ``|``.") is None
 
 
+def test_a_sentence_continuing_one_begun_before_it_is_no_candidate():
+    """A paragraph that goes on after a code block or a formula, or a list item finishing a
+    lead-in, opens with a lowercase "where", "will", "by", ...: a fragment (sphinx-gallery's
+    "will build all examples starting with ``plot_compute_``." after its ``conf.py`` snippet).
+    Capitalised, the same words open a sentence; a lowercase name still does."""
+    text = ("Patterns\n========\n\n.. code-block:: python\n\n    sphinx_gallery_conf = {'filename_pattern': "
+            "'/plot_compute_'}\n\nwill build all examples starting with ``plot_compute_``. The key "
+            "``filename_pattern`` defaults to ``plot``.\n")
+    assert [c.text for c in candidates("configuration.rst", text)] == [
+        "The key ``filename_pattern`` defaults to ``plot``."]
+    for fragment in ("where :math:`d` is the number of features in the training set.",
+                     "by loading all plugins specified through the PYTEST_PLUGINS environment variable.",
+                     "is a read-only property that returns the widget in focus for this container.",
+                     "which enforces full backward compatibility up to HDF5 1.8."):
+        assert why_not(fragment) == "points elsewhere", fragment
+    assert why_not("Where possible, the daily backup keeps 14 copies of every file.") is None
+    assert why_not("pandas supports three kinds of sorting: by index labels, by column values, or both.") is None
+    assert why_not("the `encoding` parameter is deprecated in `ClientSession.request()`.") is None  # a list item
+
+
 def test_hard_wrapped_lines_make_one_sentence():
     text = "Intro\n=====\n\nThe cache lives in ``~/.cache/restic`` unless\nthe ``--cache-dir`` option says otherwise.\n"
     (c,) = candidates("cache.rst", text)

@@ -319,3 +319,20 @@ def test_a_category_is_listed_with_its_interval_only_where_the_metric_did_not_mo
         "B beats A on MRR (keywords) by +0.2500 [+0.1500, +0.3500], nDCG (keywords) by +0.2000 [+0.1000, +0.3000], "
         "Coverage (keywords) in temporal by +50.0 pt [+40.0 pt, +60.0 pt], in direct_fact on MRR (keywords) by "
         "+0.2700 and in numerical by +0.3000 and +0.3100")
+
+
+def test_a_category_holding_almost_every_question_is_said_to_move_on_each():
+    """sphinx-gallery's set: 43 of its 45 questions are direct_fact, so direct_fact moved on each
+    metric that moved overall, by about as much; the Detectable line says so instead of listing
+    nine deltas again. A category holding fewer (40 of 45) keeps its deltas."""
+    from lab.report.pairs import _found_text
+
+    def items(n_cat: int) -> list:
+        return [("mrr", None, {"delta": 0.2, "ci": [0.1, 0.3], "n": 45}),
+                ("span_mrr", None, {"delta": 0.25, "ci": [0.15, 0.35], "n": 45}),
+                ("mrr", "direct_fact", {"delta": 0.21, "ci": [0.1, 0.32], "n": n_cat}),
+                ("span_mrr", "direct_fact", {"delta": 0.26, "ci": [0.15, 0.36], "n": n_cat})]
+
+    head = "B beats A on MRR (keywords) by +0.2000 [+0.1000, +0.3000], MRR (spans) by +0.2500 [+0.1500, +0.3500]"
+    assert _found_text({"a": "A", "b": "B"}, items(43)) == head + " and in direct_fact on each (43 of the 45 questions)"
+    assert _found_text({"a": "A", "b": "B"}, items(40)) == head + " and in direct_fact by +0.2100 and +0.2600"
