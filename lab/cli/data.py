@@ -336,12 +336,11 @@ def _generate(args: argparse.Namespace, out: Path, sidecar: Path, mix: dict[str,
         left = ", ".join(f"{why} {e['n']}" for why, e in seen["left_out"].items())
         print(f"sentences: {seen['candidates']} candidates of {seen['prose_sentences']} in prose; left out: "
               f"{left or 'none'} (examples in {sidecar.name})")
-    for line in short(stats, len(docs), sidecar.name):  # documents without a question; fewer questions than asked
-        print(line)
-    print(f"wrote {out} and {sidecar}")
+    print("\n".join([*short(stats, len(docs), sidecar.name), f"wrote {out} and {sidecar}"]))  # fewer than asked
     if checker is None and not stats.get("stopped"):  # the default extractive mode: what --answer-check would add
         print(estimate.checked_hint(writer.plan, args.n, stats["candidates"], _cache(args), ANSWER_CHECK_HELD_OUT,
                                     candidate_sentences(stats), str(out), stats["n_accepted"]))
+        print(estimate.audit_hint(str(out), str(args.kb), stats["n_accepted"]))
     if stats.get("stopped"):
         print(f"stopped ({stats['stopped']}) with {stats['n_accepted']} of {stats['n_requested']} questions: the "
               "same command continues (its calls are cached)")

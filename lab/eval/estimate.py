@@ -228,6 +228,18 @@ def checked_hint(plan: LLMPlan, n: int, tried: int, cache_root: Path, held_out: 
             f"{held_out}; docs/own-documents.md#passage-check): {written}, ~{more} calls more{when} ({cost.source}){spent}")
 
 
+def audit_hint(out: str, kb: str, rows: int) -> str:
+    """After a default ``lab generate`` of ``rows`` questions: the cheaper way to the rows most
+    likely wrong, ``lab audit --check`` (one answer check a row: a generated row's reference is its
+    span's own words, asked no yes/no verdict) and then the review queue, which shows them first;
+    what the check's doubt is worth is docs/own-documents.md#audit-answer-check's."""
+    from lab.evalsets.answercheck import CALL_SECONDS
+
+    return (f"next, to read the rows most likely wrong first: lab audit {out} --kb {kb} --check (~{rows} call{'s' * (rows != 1)}, "
+            f"about {duration(rows * CALL_SECONDS)}, 2-core prior: of the rows it doubted on sets read before, 53% "
+            f"were bad, of the rest 14%), then lab serve --review {out} shows them first")
+
+
 def cached_questions(llm: LabLLM, docs: dict[str, str], seed: int, cost: RoleCost, cut: dict[str, list],
                      found: dict[str, list] | None = None) -> tuple[RoleCost, int]:
     """``cost`` (an extractive role's, from :func:`role_cost`) less the question calls already in

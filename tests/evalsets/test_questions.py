@@ -292,7 +292,12 @@ def test_a_finished_default_set_says_what_the_answer_check_would_add(tmp_path):
     assert len(out.read_text().splitlines()) == 1 and 1 <= tried <= 4
     more = round(1 * 7.5) - tried
     written = "the question written here is cached" if tried == 1 else f"the {tried} questions written here are cached"
+    # and the cheaper way: the audit's answer check (one call a generated row) and the queue, doubted rows first
     assert proc.stdout.splitlines()[-1] == (
+        f"next, to read the rows most likely wrong first: lab audit {out} --kb {ROOT / 'tests' / 'fixtures' / 'kb'} "
+        "--check (~1 call, about 4 s, 2-core prior: of the rows it doubted on sets read before, 53% were bad, of the "
+        f"rest 14%), then lab serve --review {out} shows them first")
+    assert proc.stdout.splitlines()[-2] == (
         "next: a set less often wrong, the same command with --answer-check --max-candidates 8 --out "
         f"{tmp_path / 'kb-checked.jsonl'} (on seventeen held-out "
         "documentation sets: 9% to 20% bad before review with it on ten, 22% to 76% on seven (release notes got "
