@@ -185,7 +185,8 @@ def _generate_plan(args: argparse.Namespace, corpus: "Corpus") -> list[str]:
     count both, as measured here or on 2 cores); the extractive mode's no more than its candidates
     allow (the budget, or the sentences the rules find in ``corpus`` when fewer)."""
     from lab.eval.estimate import cached_questions, describe, role_cost
-    from lab.evalsets.extract import blocks, candidates
+    from lab.evalsets.census import all_candidates
+    from lab.evalsets.extract import blocks
     from lab.evalsets.questions import CANDIDATES_PER_QUESTION
     from lab.models.llm import build_llm
     from lab.models.resolve import resolve_llm
@@ -197,7 +198,7 @@ def _generate_plan(args: argparse.Namespace, corpus: "Corpus") -> list[str]:
         budget = args.max_candidates or CANDIDATES_PER_QUESTION * args.n
         docs = {d.metadata["source"]: d.text for d in corpus.documents}
         cut = {s: blocks(text, s, corpus.literal.get(s, ())) for s, text in docs.items()}
-        found = {s: candidates(s, docs[s], cut[s]) for s in docs}
+        found = all_candidates(docs, cut)
         pool = sum(map(len, found.values()))
     cost, cached = role_cost(_role(args), plan, args.n, _cache(args), candidates=budget and min(budget, pool)), 0
     if budget is not None and (_cache(args) / "llm.sqlite").is_file():  # an earlier run's questions take no time

@@ -28,7 +28,8 @@ from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, heading
                                    size_problem)
 from lab.evalsets.twins import find_twins
 from lab.evidence.states import words_not_in_spans
-from lab.evalsets.extract import blocks, candidates, example_page, in_example
+from lab.evalsets.census import all_candidates
+from lab.evalsets.extract import blocks, example_page, in_example
 from lab.evalsets.asks import answer_type, restates
 from lab.metrics.addressed import addressed_documents
 from lab.metrics.aggregate import SMALL_CATEGORY
@@ -93,6 +94,7 @@ def _coverage(rows: Sequence[EvalRow], docs: dict[str, str], documents: dict[str
     tables alone: no generated question can be about them; ``untouched_examples``: the example and
     tutorial pages among them, which ``lab generate`` asks from last)."""
     per_doc: dict[str, list[str]] = {s: [] for s in sorted(docs)}
+    found = all_candidates(documents, {s: blocks(text, s, literal.get(s, ())) for s, text in documents.items()})
     none = []
     for row in rows:
         touched = _touched(row, docs)
@@ -108,8 +110,7 @@ def _coverage(rows: Sequence[EvalRow], docs: dict[str, str], documents: dict[str
         "small_category": SMALL_CATEGORY,
         "documents": [{"source": s, "folder": folder(s), "n": len(ids)} for s, ids in per_doc.items()],
         "untouched": [s for s, ids in per_doc.items() if not ids],
-        "without_candidates": [s for s, ids in per_doc.items() if not ids and not candidates(
-            s, documents[s], blocks(documents[s], s, literal.get(s, ())))],
+        "without_candidates": [s for s, ids in per_doc.items() if not ids and not found[s]],
         "untouched_examples": [s for s, ids in per_doc.items() if not ids and example_page(s)],  # asked last
         "folders": [{"folder": f, "n_documents": len(ss), "n_untouched": sum(not per_doc[s] for s in ss),
                      "n_questions": len({i for s in ss for i in per_doc[s]})} for f, ss in in_folder.items()],
@@ -333,8 +334,8 @@ def _problems(f: dict) -> list[str]:
                         "{}"),
         (k["n_in_question"], "rows with keywords in the question (they favour BM25): {}"),
         (len(c["untouched"]), f"documents touched by no question: {{}} of {len(c['documents'])}"
-         + (f" ({n} of them hold no sentence lab generate asks from)" if (n := len(c.get("without_candidates", [])))
-            else "")),
+         + (f" ({n} of them hold{'s' * (n == 1)} no sentence lab generate asks from)"
+            if (n := len(c.get("without_candidates", []))) else "")),
         (len(small), f"categories under {c['small_category']} questions: {{}} ({', '.join(small)})"),
         (sup.get("n_failed", 0), "support checks that failed (no verdict): {}"),
         (f["size"]["n_rows"], "trivial or over-long rows (the generator's size filter): {}"),

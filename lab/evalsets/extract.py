@@ -89,6 +89,7 @@ class Block:
     end: int
     kind: str
     heading: str
+    level: int = 0  # a heading's level where the page's markup gives it (an HTML page's <h1> to <h6>)
 
 
 @dataclass(frozen=True)
@@ -125,13 +126,15 @@ def blocks(text: str, source: str = "", literal: Sequence[Sequence[int]] = ()) -
     """``text`` cut into blocks by its markup (the module's docstring); ``source``, the file's
     name, says whether an indented block is code (Markdown) or a quotation (reStructuredText);
     ``literal``: ``[start, end)`` ranges known to be literal blocks though the text does not say
-    so (an HTML page's ``<pre>`` elements, :attr:`lab.rag.loaders.Corpus.literal`)."""
+    so, and ``[start, end, level]`` ranges known to be headings (an HTML page's ``<pre>`` elements
+    and ``<h1>`` to ``<h6>``, :attr:`lab.rag.loaders.Corpus.literal`; a heading's "¶" link left out)."""
     rst = _flavour(source) == "rst"
     lines = _lines(text)
     out: list[Block] = []
     heading = ""
     i = 0
-    marked = sorted((a, b) for a, b in literal)
+    marked = sorted((r[0], r[1]) for r in literal if len(r) == 2)
+    titled = {r[0]: r[2] for r in literal if len(r) > 2}  # a heading's start: its level
 
     def add(a: int, b: int, kind: str) -> None:
         if b > a:
@@ -172,6 +175,11 @@ def blocks(text: str, source: str = "", literal: Sequence[Sequence[int]] = ()) -
                 k += 1
             add(i, k, code_kind(i, k))
             i = k
+            continue
+        if lines[i][0] in titled:  # an HTML page's heading
+            heading = stripped.rstrip("¶").strip()
+            out.append(Block(lines[i][0], lines[i][1], "heading", heading, titled[lines[i][0]]))
+            i += 1
             continue
         nxt = lines[i + 1][2] if i + 1 < len(lines) else ""
         # headings: "# Title", and a title under- (and over-)lined
@@ -361,40 +369,17 @@ def candidates(source: str, text: str, cut: Sequence[Block] | None = None,
             why = "a change log" if any(s <= a < e for s, e in logs) or issue_entry(sentence) else why_not(sentence)
             if why is None:
                 out.append(Candidate(source, a, b, sentence, block.heading, _category(sentence)))
-            elif left_out is not None:
-                entry = left_out.setdefault(why, {"n": 0, "examples": []})
-                entry["n"] += 1
-                if len(entry["examples"]) < LEFT_OUT_EXAMPLES:
-                    entry["examples"].append({"source": source, "sentence": " ".join(sentence.split())[:200]})
+            else:
+                left_out_count(left_out, why, source, sentence)
     return out
 
 
-def census(docs: dict[str, str], cut: dict[str, Sequence[Block]], found: dict[str, list[Candidate]],
-           left_out: dict[str, dict]) -> dict:
-    """What the rules made of a knowledge base's text: characters per block kind (``code``,
-    ``transcript``, ``table``, ``prose``, ...: :func:`kinds`), its prose sentences, how many are
-    candidates, and the others by :func:`why_not`'s reason with their first examples, so a user
-    can see what a rule leaves out of their documents, and the documents holding no candidate
-    (no question can be about them). ``cut``: each document's :func:`blocks`;
-    ``found`` and ``left_out``: what :func:`candidates` gave and counted for each."""
-    chars: dict[str, int] = {}
-    for source in sorted(docs):
-        for kind, n in kinds(docs[source], source, cut[source]).items():
-            chars[kind] = chars.get(kind, 0) + n
-    n_found = sum(len(v) for v in found.values())
-    return {"characters_by_kind": dict(sorted(chars.items())),
-            "prose_sentences": n_found + sum(e["n"] for e in left_out.values()), "candidates": n_found,
-            "documents_without_candidates": [s for s in sorted(docs) if not found[s]],
-            "left_out": dict(sorted(left_out.items(), key=lambda kv: (-kv[1]["n"], kv[0])))}
-
-
-def kinds(text: str, source: str = "", cut: Sequence[Block] | None = None) -> dict[str, int]:
-    """Characters of ``text`` per block kind: how much of a document is prose; ``cut``: its
-    :func:`blocks`, when the caller has them already."""
-    out: dict[str, int] = {}
-    for b in blocks(text, source) if cut is None else cut:
-        out[b.kind] = out.get(b.kind, 0) + b.end - b.start
-    return out
+def left_out_count(left_out: dict[str, dict] | None, why: str, source: str, sentence: str) -> None:
+    if left_out is not None:
+        entry = left_out.setdefault(why, {"n": 0, "examples": []})
+        entry["n"] += 1
+        if len(entry["examples"]) < LEFT_OUT_EXAMPLES:
+            entry["examples"].append({"source": source, "sentence": " ".join(sentence.split())[:200]})
 
 
 def in_example(text: str, source: str, start: int, end: int, literal: Sequence[Sequence[int]] = ()) -> str | None:

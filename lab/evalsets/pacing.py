@@ -97,7 +97,7 @@ def short(stats: dict, n_documents: int, sidecar: str) -> list[str]:
     if none := stats["documents_without_questions"]:
         bare = set((stats.get("sentences") or {}).get("documents_without_candidates", [])) & set(none)
         last = sum(example_page(s) for s in none if s not in bare)
-        why = ", ".join([f"{len(bare)} of them hold no candidate sentence"] * bool(bare)
+        why = ", ".join([f"{len(bare)} of them hold{'s' * (len(bare) == 1)} no candidate sentence"] * bool(bare)
                         + [f"{last} are example or tutorial pages, asked last"] * bool(last))
         lines.append(f"{len(none)} of {n_documents} documents have no question ({why + '; ' if why else ''}see "
                      f"{sidecar})")

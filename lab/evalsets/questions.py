@@ -44,7 +44,8 @@ import numpy as np
 from lab.evalsets import answercheck
 from lab.evalsets.asks import _GENERIC, _TERM, answer_type, asks_elsewhere, restates, without_where_read
 from lab.evalsets.excerpts import NEAR_DUPLICATE, derive_keywords, names_a_file, quotes_own_answer, size_problem, vague
-from lab.evalsets.extract import Block, Candidate, blocks, candidates, census, document_sentences, example_page
+from lab.evalsets.census import all_candidates, census
+from lab.evalsets.extract import Block, Candidate, blocks, document_sentences, example_page
 from lab.evalsets.pacing import Pace, interruptible, tally
 from lab.evalsets.standalone import plain
 from lab.evidence.text import content_words, fold
@@ -160,10 +161,11 @@ def coverage_order(docs: dict[str, str], seed: int, cut: dict[str, list[Block]] 
     (:func:`lab.evalsets.extract.example_page`) after all the others. ``cut`` and ``found``: each
     document's blocks and candidates, when the caller has them already."""
     cut = cut if cut is not None else {s: blocks(docs[s], s) for s in docs}
+    found = found if found is not None else all_candidates(docs, cut)
     queues: dict[str, list[list[Candidate]]] = {}
     prose: dict[str, int] = {}
     for source in sorted(docs):
-        mine = found[source] if found is not None else candidates(source, docs[source], cut[source])
+        mine = found[source]
         if not mine:
             continue
         sections: dict[str, list[Candidate]] = {}
@@ -221,7 +223,7 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
     folded = [fold(docs[s]) for s in order]
     cut = {s: blocks(docs[s], s, (literal or {}).get(s, ())) for s in order}  # each document parsed once, for the pool and the candidates
     left_out: dict[str, dict] = {}  # the prose sentences no candidate, by reason: the census
-    found = {s: candidates(s, docs[s], cut[s], left_out) for s in order}
+    found = all_candidates(docs, cut, left_out)
     pool = [(s, a, b) for s in order for a, b in document_sentences(docs[s], cut[s])]
     pool_texts = [docs[s][a:b] for s, a, b in pool]
     at = {(s, a): i for i, (s, a, _) in enumerate(pool)}  # a candidate's place among the sentences
@@ -329,8 +331,7 @@ def extractive(docs: dict[str, str], llm: LabLLM, embed: Callable[[list[str]], n
         "seconds": round(seconds, 1),
         "seconds_per_accepted": round(seconds / len(rows), 2) if rows else None,
         "usage": {"generation": llm.usage.as_dict(), "check": checker.usage.as_dict() if checker else None},
-        "stopped": stopped,
-        "complete": stopped is None,
+        "stopped": stopped, "complete": stopped is None,
     }
     return Extracted(rows, stats)
 

@@ -54,7 +54,9 @@ CHANGE_LOG_VERSIONS = 2
 def _heading_style(text: str, block: Block) -> tuple:
     """What marks a heading's level: the number of ``#`` (Markdown), or the underline's character
     and whether an overline goes with it (reStructuredText, whose levels are the styles' order of
-    first appearance)."""
+    first appearance), or the level an HTML page's heading has (``<h2>``: 2)."""
+    if block.level:
+        return ("h", block.level)
     lines = text[block.start:block.end].splitlines()
     first = lines[0].strip() if lines else ""
     if first.startswith("#") and len(lines) == 1:
@@ -85,7 +87,7 @@ def change_log(text: str, cut: Sequence[Block]) -> list[tuple[int, int]]:
     open_at: tuple[int, int] | None = None  # (start, level) of the change log's open stretch
     for b, in_log in zip(heads, logs):
         style = _heading_style(text, b)
-        level = style[1] if style[0] == "#" else levels.setdefault(style, len(levels) + 1)
+        level = style[1] if style[0] in ("#", "h") else levels.setdefault(style, len(levels) + 1)
         if open_at is not None and level <= open_at[1] and not in_log:
             out.append((open_at[0], b.start))
             open_at = None

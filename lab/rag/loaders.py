@@ -1,8 +1,9 @@
 """Loading a knowledge base: a folder of documents -> a :class:`Corpus` of LlamaIndex Documents.
 
 Documents carry ``source`` (path relative to the knowledge base) and ``doc_type`` (its top-level
-folder). Markdown and plain text are read as UTF-8; PDF, DOCX, HTML and Jupyter notebooks (also a
-notebook's JSON in a text file, :mod:`lab.rag.notebooks`) through the readers below.
+folder). Markdown and plain text are read as UTF-8; PDF, DOCX, HTML (:mod:`lab.rag.htmlpages`) and
+Jupyter notebooks (also a notebook's JSON in a text file, :mod:`lab.rag.notebooks`) through the
+readers below.
 
 Each reader returns the document's text and extra metadata. A PDF's text is its pages' text
 joined by a blank line, and ``pages`` lists each page's ``[start, end)`` character range, so
@@ -18,13 +19,13 @@ import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from llama_index.core.schema import Document
 
 from lab.errors import DataError
+from lab.rag.htmlpages import html_read
 from lab.rag.notebooks import as_notebook, read_notebook
 
 log = logging.getLogger(__name__)
@@ -88,117 +89,13 @@ def read_docx(path: Path) -> tuple[str, dict]:
     return text, {}
 
 
-class _TextOfHTML(HTMLParser):
-    BLOCKS = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section", "article", "table",
-              "ul", "ol", "header", "footer", "blockquote", "pre", "hr", "nav", "main", "aside"}
-    SKIP = {"script", "style", "noscript", "template", "head"}
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self.skipping = 0
-        self.title = ""
-        self._in_title = False
-        self.pre: list[list[str]] = []  # the data of each <pre> element
-        self._in_pre = 0
-
-    def handle_starttag(self, tag: str, attrs: Any) -> None:
-        if tag == "title":
-            self._in_title = True
-        if tag in self.SKIP:
-            self.skipping += 1
-        elif tag in self.BLOCKS:
-            self.parts.append("\n")
-        if tag in {"td", "th"}:
-            self.parts.append(" | ")
-        if tag == "pre" and not self.skipping:
-            self._in_pre += 1
-            if self._in_pre == 1:
-                self.pre.append([])
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "title":
-            self._in_title = False
-        if tag in self.SKIP:
-            self.skipping = max(0, self.skipping - 1)
-        elif tag in self.BLOCKS:
-            self.parts.append("\n")
-        if tag == "pre":
-            self._in_pre = max(0, self._in_pre - 1)
-
-    def handle_data(self, data: str) -> None:
-        if self._in_title:
-            self.title += data
-        if not self.skipping:
-            self.parts.append(data)
-            if self._in_pre:
-                self.pre[-1].append(data)
-
-
-def html_text(html: str) -> tuple[str, str]:
-    """(visible text with block structure as line breaks, the page title)."""
-    text, title, _ = _html_read(html)
-    return text, title
-
-
-def _html_read(html: str) -> tuple[str, str, list[list[int]]]:
-    parser = _TextOfHTML()
-    parser.feed(html)
-    parser.close()
-    out = _normalised("".join(parser.parts))
-    return "\n".join(out).strip(), " ".join(parser.title.split()), _literal_ranges(out, parser.pre)
-
-
-def _normalised(text: str) -> list[str]:
-    """Lines with their whitespace runs made one space, runs of blank lines made one."""
-    out, blank = [], False
-    for line in (" ".join(line.split()) for line in text.splitlines()):
-        if line:
-            out.append(line)
-            blank = False
-        elif not blank and out:
-            out.append("")
-            blank = True
-    return out
-
-
-def _literal_ranges(out: list[str], pre: list[list[str]]) -> list[list[int]]:
-    """Each ``<pre>`` element's ``[start, end)`` in the text made of ``out`` (its lines found in
-    order, blank lines between them skipped): the text keeps a literal block's lines but not that
-    they were one, so this says it beside the text, which every index key is made from."""
-    starts, pos = [], 0
-    for line in out:
-        starts.append(pos)
-        pos += len(line) + 1
-    ranges, cursor = [], 0
-    for data in pre:
-        want = [line for line in _normalised("".join(data)) if line]
-        if not want:
-            continue
-        for j in range(cursor, len(out)):
-            if out[j] != want[0]:
-                continue
-            k, matched = j, 0
-            while k < len(out) and matched < len(want):
-                if out[k] == want[matched]:
-                    matched += 1
-                elif out[k]:
-                    break
-                k += 1
-            if matched == len(want):
-                ranges.append([starts[j], starts[k - 1] + len(out[k - 1])])
-                cursor = k
-                break
-    return ranges
-
-
 def read_html(path: Path) -> tuple[str, dict]:
     raw = path.read_bytes()
     try:
         html = raw.decode("utf-8")
     except UnicodeDecodeError:
         html = raw.decode("latin-1")
-    text, title, literal = _html_read(html)
+    text, title, literal = html_read(html)
     if not text:
         raise Unreadable("no visible text in the HTML")
     return text, ({"title": title} if title else {}) | ({"literal": literal} if literal else {})
@@ -238,7 +135,8 @@ class Corpus:
     documents: list[Document]
     skipped: list[str] = field(default_factory=list)  # "path: why"
     pages: dict[str, list] = field(default_factory=dict)  # PDF source -> [[page, start, end], ...]
-    #: HTML source -> [[start, end], ...] of its ``<pre>`` elements in the text (in no key)
+    #: HTML source -> [[start, end], ...] of its ``<pre>`` elements and [[start, end, level], ...] of its
+    #: headings in the text (in no key: :mod:`lab.rag.htmlpages`)
     literal: dict[str, list] = field(default_factory=dict)
 
     @property

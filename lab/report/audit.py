@@ -126,8 +126,8 @@ def audit_lines(findings: dict, *, more: str = "the HTML page") -> list[str]:
         shown = ", ".join(first[:SHOWN])
         extra = f" and {len(first) - SHOWN} more in {more}" if len(first) > SHOWN else ""
         out.append(f"documents no question touches: {shown}{extra}" + (
-            f" ({len(bare)} of them hold no sentence lab generate asks from: directives, code or tables alone)"
-            if bare else ""))
+            f" ({len(bare)} of them hold{'s' * (len(bare) == 1)} no sentence lab generate asks from: directives, code "
+            "or tables alone)" if bare else ""))
     sup = findings["support"]
     same, skipped = sup.get("n_verbatim", 0), (f"; {sup['n_skipped']} rows without spans not checked"
                                                if sup.get("n_skipped") else "")

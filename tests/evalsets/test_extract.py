@@ -259,8 +259,9 @@ def test_an_html_pages_pre_elements_are_examples_though_its_text_lost_the_tags(t
     (tmp_path / "options.html").write_text(PAGE, encoding="utf-8")
     corpus = load_folder(tmp_path, [".html"], 1_000_000, False)
     text, literal = corpus.documents[0].text, corpus.literal["options.html"]
-    assert "<pre" not in text and len(literal) == 2
-    assert [text[a:b] for a, b in literal] == [
+    assert "<pre" not in text and len(literal) == 3
+    assert literal[0] == [0, 7, 1] and text[:7] == "Options"  # the <h1>, its level beside it
+    assert [text[a:b] for a, b, *_ in literal[1:]] == [
         "@click.option('--count', default=1)\ndef hello(count):\n"
         "\"\"\"Simple program that greets NAME for a total of COUNT times.\"\"\"\n\nclick.echo(count)",
         "Usage: hello [OPTIONS]\nSimple program that greets NAME for a total of COUNT times."]
@@ -426,7 +427,7 @@ def test_a_section_of_a_configuration_file_is_no_part_of_the_documentation():
 def test_the_census_says_what_the_rules_left_out_and_why():
     """The sidecar's ``sentences``: characters per kind of block, and each prose sentence left out
     counted under its reason, with its document, so a user can see what a rule takes away."""
-    from lab.evalsets.extract import census
+    from lab.evalsets.census import census
 
     heading, prose = "Guide\n=====\n\n", ("It is the newest snapshot of the repository.\nThe repository keeps every "
                                          "snapshot for 30 days.\n\nBackups are good.\n\n")
@@ -638,3 +639,47 @@ def test_the_local_round_trip_ranks_a_sentence_among_its_neighbours():
     assert trip.local_ranks("What is emptied at exit?", 3, vecs[3], 1, (0, 4)) == (1, 1)
     assert trip.local_ranks("Where does the other document start?", 3, vecs[4], 2, (0, 4)) == (1, 1)
     assert trip.local_ranks("Where does the other document start?", 3, vecs[4], 2, (0, 5)) == (2, 2)
+
+
+def test_an_html_change_log_is_known_by_its_headings_and_a_pages_section_is_its_heading():
+    """Scrapy's news.html: its releases are <h2> headings ("Scrapy 2.8.0 (2023-02-02)¶"); the text
+    alone had no heading, so the change log was no change log and 11 of 45 generated rows were its
+    entries. Read with the headings the loader found, no sentence of it is a candidate, and a
+    sentence of another page is asked under its own section."""
+    from lab.rag.htmlpages import html_read
+
+    news = ("<html><body><h1>Release notes<a class='headerlink'>¶</a></h1>"
+            "<h2>Scrapy 2.8.0 (2023-02-02)<a class='headerlink'>¶</a></h2>"
+            "<p>The scrapy.downloadermiddlewares.decompression module is now deprecated (issue 5546).</p>"
+            "<h2>Scrapy 2.7.1 (2022-11-02)<a class='headerlink'>¶</a></h2>"
+            "<p>Relaxed the restriction introduced in 2.6.2 so that the Proxy-Authentication header can again "
+            "be set explicitly (issue 5626).</p></body></html>")
+    text, _, marked = html_read(news)
+    cut = blocks(text, "news.html", marked)
+    assert [(b.heading, b.level) for b in cut if b.kind == "heading"] == [
+        ("Release notes", 1), ("Scrapy 2.8.0 (2023-02-02)", 2), ("Scrapy 2.7.1 (2022-11-02)", 2)]
+    assert candidates("news.html", text, cut) == []
+    assert len(candidates("news.html", text, blocks(text, "news.html"))) == 2  # without the headings: both
+    page = ("<html><body><h1>Items</h1><h2>Item Types</h2><p>Scrapy supports four types of items via the "
+            "itemadapter library: dictionaries, Item objects, dataclass objects and attrs objects.</p></body></html>")
+    text, _, marked = html_read(page)
+    (c,) = candidates("items.html", text, blocks(text, "items.html", marked))
+    assert c.heading == "Item Types"
+
+
+def test_a_sentence_on_most_pages_is_their_template_not_a_candidate():
+    """A footer on every page ("Built with Sphinx using a theme provided by Read the Docs.", on 125
+    of Scrapy's 126 HTML pages) is no candidate, counted as the pages' template; below five pages, a
+    sentence repeated is kept (a knowledge base's twins are its own)."""
+    from lab.evalsets.census import all_candidates
+
+    footer = "Built with Sphinx using a theme provided by Read the Docs."
+    docs = {f"p{i}.md": f"# Page {i}\n\nThe daily backup keeps {i + 10} copies of every file.\n\n{footer}\n"
+            for i in range(6)}
+    left: dict = {}
+    found = all_candidates(docs, {s: blocks(t, s) for s, t in docs.items()}, left)
+    assert [[c.text for c in v] for v in found.values()] == [
+        [f"The daily backup keeps {i + 10} copies of every file."] for i in range(6)]
+    assert left["the pages' template"]["n"] == 6
+    few = {s: t for s, t in list(docs.items())[:4]}
+    assert all(len(v) == 2 for v in all_candidates(few, {s: blocks(t, s) for s, t in few.items()}).values())

@@ -7,7 +7,8 @@ import pytest
 from lab.config import PageChunker
 from lab.rag.chunkers import chunk
 from lab.rag.loaders import load_folder
-from lab.rag.loaders import PAGE_SEPARATOR, Unreadable, html_text, pages_of, read_docx, read_html, read_pdf
+from lab.rag.htmlpages import html_read, html_text
+from lab.rag.loaders import PAGE_SEPARATOR, Unreadable, pages_of, read_docx, read_html, read_pdf
 
 
 def make_pdf(path: Path, pages: list[str]) -> Path:
@@ -87,6 +88,20 @@ def test_html_keeps_visible_text_only():
     assert title == "About us"
     assert text == "Home\n\nAbout\n\nWe make kilns & ovens.\n\n| A | B"
     assert "var x" not in text
+
+
+def test_an_html_pages_headings_and_pre_elements_are_said_beside_its_text():
+    """The text keeps a heading's line and a <pre>'s lines but not what they were: the ranges say it,
+    a heading's with its level (a Sphinx page's "¶" link is in its text), a sidebar's link of the
+    same words no heading; the text itself (every index key's input) is as before."""
+    html = ("<html><body><nav><p>Items</p></nav><h1>Items<a class='headerlink' href='#items'>¶</a></h1>"
+            "<p>Scrapy supports several kinds of item.</p><h2>Item <code>Types</code></h2>"
+            "<pre>x = 1\ny = 2</pre><p>Dictionaries are items.</p></body></html>")
+    text, title, marked = html_read(html)
+    assert (text, title) == html_text(html)
+    assert text == "Items\n\nItems¶\n\nScrapy supports several kinds of item.\n\nItem Types\n\nx = 1\ny = 2\n\n" \
+                   "Dictionaries are items."
+    assert [(text[r[0]:r[1]], *r[2:]) for r in marked] == [("Items¶", 1), ("Item Types", 2), ("x = 1\ny = 2",)]
 
 
 def test_html_file_without_text_is_unreadable(tmp_path):
