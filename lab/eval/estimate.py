@@ -235,9 +235,9 @@ def audit_hint(out: str, kb: str, rows: int) -> str:
     what the check's doubt is worth is docs/own-documents.md#audit-answer-check's."""
     from lab.evalsets.answercheck import CALL_SECONDS
 
-    return (f"next, to read the rows most likely wrong first: lab audit {out} --kb {kb} --check (~{rows} call{'s' * (rows != 1)}, "
-            f"about {duration(rows * CALL_SECONDS)}, 2-core prior: of the rows it doubted on sets read before, 53% "
-            f"were bad, of the rest 14%), then lab serve --review {out} shows them first")
+    return (f"next, to read the rows most likely wrong first: lab audit {out} --kb {kb} --check (~{rows} "
+            f"call{'s' * (rows != 1)}, about {duration(rows * CALL_SECONDS)}, 2-core prior: of the rows it doubted "
+            f"on sets read before, 53% were bad, of the rest 14%), then lab serve --review {out} shows them first")
 
 
 def cached_questions(llm: LabLLM, docs: dict[str, str], seed: int, cost: RoleCost, cut: dict[str, list],

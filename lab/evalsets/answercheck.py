@@ -143,9 +143,8 @@ def model_checks(llm: LabLLM, documents: dict[str, str], literal: dict[str, list
             before, after = neighbours(text, sentences[source], refs[0].start_index, refs[0].end_index)
         return " ".join(plain(r.content) for r in refs), before, after
 
-    def yes_no(row) -> bool:  # lab.evalsets.audit._support asks no verdict of a reference that is its span's words
-        evidence = [r.content for r in row.references]
-        return bool(row.reference_answer.strip()) and not grounding.verbatim(row.reference_answer, evidence)
+    def yes_no(row) -> bool:  # the verdicts lab.evalsets.audit._support will ask
+        return grounding.asked(row.reference_answer, [r.content for r in row.references])
 
     def in_cache(row) -> int:
         """How many of the row's calls are cached."""

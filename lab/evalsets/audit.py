@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from lab.evalsets.evalset import EvalRow, Reference, same_text
-from lab.evalsets.grounding import verbatim
+from lab.evalsets.grounding import asked
 from lab.evalsets.excerpts import (NEAR_DUPLICATE, contradicts_category, heading_span, locate, names_a_file,
                                    figure_not_in_spans, near_duplicate_pairs, one_document_answer, short_span,
                                    size_problem)
@@ -212,7 +212,7 @@ def _support(rows: Sequence[EvalRow], support: Callable[[str, str, list[str]], A
     without spans has no evidence: skipped). ``support`` returns a :class:`grounding.Verdict`
     (both verdicts; a row failing either is listed with its faults) or a bool; a failed check
     (None) is counted apart, never a yes. ``own_words`` (the answer check reads every row): a
-    reference that is its span's own words is not asked (:func:`grounding.verbatim`), only counted."""
+    reference that is its span's own words is not asked (:func:`grounding.asked`), only counted."""
     if support is None:
         return {"checked": False}
     unsupported, failed, n, two, same, bare = [], [], 0, False, 0, 0
@@ -221,7 +221,7 @@ def _support(rows: Sequence[EvalRow], support: Callable[[str, str, list[str]], A
         if not evidence or not row.reference_answer.strip():
             bare += 1
             continue
-        if own_words and verbatim(row.reference_answer, evidence):
+        if not asked(row.reference_answer, evidence, own_words):  # its span's own words: the answer check reads it
             same += 1
             continue
         n += 1

@@ -357,7 +357,7 @@ def candidates(source: str, text: str, cut: Sequence[Block] | None = None,
     ``cut``: its :func:`blocks`, when the caller has them already; ``left_out``: where each prose
     sentence that is no candidate is counted under :func:`why_not`'s reason (``{"n", "examples"}``,
     the first :data:`LEFT_OUT_EXAMPLES` of each), or "a change log" (:func:`change_log`, a page in
-    a :func:`release_folder`), for :func:`census`."""
+    a :func:`release_folder`), for :func:`lab.evalsets.census.census`."""
     out = []
     cut = blocks(text, source) if cut is None else cut
     logs = [(0, len(text))] if release_folder(source) else change_log(text, cut)
@@ -375,6 +375,8 @@ def candidates(source: str, text: str, cut: Sequence[Block] | None = None,
 
 
 def left_out_count(left_out: dict[str, dict] | None, why: str, source: str, sentence: str) -> None:
+    """Count ``sentence`` of ``source``, no candidate, under ``why`` in ``left_out`` (None: nothing),
+    keeping the first :data:`LEFT_OUT_EXAMPLES` of each reason for the census."""
     if left_out is not None:
         entry = left_out.setdefault(why, {"n": 0, "examples": []})
         entry["n"] += 1

@@ -86,6 +86,13 @@ def verbatim(answer: str, evidence: Sequence[str]) -> bool:
     return len(evidence) == 1 and " ".join(answer.split()) == " ".join(plain(evidence[0]).split())
 
 
+def asked(answer: str, evidence: Sequence[str], own_words: bool = True) -> bool:
+    """Whether ``lab audit --check`` asks the yes/no verdicts of ``answer``: it has spans and words,
+    and, when the answer check reads every row (``own_words``), it is not its span's own words
+    (:func:`verbatim`). The audit's support finding and its count of calls both read it."""
+    return bool(evidence) and bool(answer.strip()) and not (own_words and verbatim(answer, evidence))
+
+
 def _messages(prompt: Prompt, question: str, answer: str, evidence: Sequence[str]) -> list[dict]:
     text = "\n---\n".join(e.strip() for e in evidence)[:EVIDENCE_CHARS]
     return prompt.messages(evidence=text, question=question.strip(), answer=answer.strip())
