@@ -33,7 +33,7 @@ from lab.evalsets.extract import blocks, example_page, in_example
 from lab.evalsets.asks import answer_type, restates
 from lab.metrics.addressed import addressed_documents
 from lab.metrics.aggregate import SMALL_CATEGORY
-from lab.evidence.text import fold
+from lab.evidence.text import fold, fold_at
 from lab.stats.power import RHO  # the assumed correlation of two pipelines' per-question values
 
 ALPHA, POWER = 0.05, 0.80
@@ -161,6 +161,8 @@ def _spans(rows: Sequence[EvalRow], documents: dict[str, str]) -> dict:
     the spans with twins (their text elsewhere, :mod:`lab.evalsets.twins`), with how many places."""
     stems = {posixpath.splitext(s)[0] for s in documents}
     errors, not_checked, twins, n = [], [], [], 0
+    # each document's words fold, made once for every span's twins (as twins.span_twins does)
+    folded = {s: fold_at(text, "words") for s, text in documents.items()} if any(r.references for r in rows) else {}
     for row in rows:
         for i, ref in enumerate(row.references or []):
             n += 1
@@ -171,7 +173,7 @@ def _spans(rows: Sequence[EvalRow], documents: dict[str, str]) -> dict:
                 kind, detail, fix = problem
                 errors.append(_item(row, f"references.{i}: {detail}", reference=i, kind=kind, source=ref.source,
                                     fix=fix))
-            elif (found := find_twins((ref.source, ref.start_index, ref.end_index), documents)).n:
+            elif (found := find_twins((ref.source, ref.start_index, ref.end_index), documents, folded=folded)).n:
                 docs = sorted({s for s, _, _ in found.places})
                 shown = ", ".join(docs[:3]) + (f" and {len(docs) - 3} more" if len(docs) > 3 else "")
                 twins.append(_item(row, f"references.{i}: the same text in {found.n} other place"
