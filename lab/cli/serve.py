@@ -34,7 +34,9 @@ def add_parsers(sub: Any, common: Any) -> None:
                     "it; every label given is kept.",
         epilog="example: lab serve\n"
                "         lab serve --host 0.0.0.0 --port 8080    (a team on the network: prints the address with its token)\n"
-               "         lab serve --review restic.jsonl --kb docs/    (review generated rows at /review)",
+               "         lab serve --review restic.jsonl --kb docs/    (review generated rows at /review)\n"
+               "         lab serve --review restic.jsonl --config openai    (the rows lab audit --check --config "
+               "openai doubted first)",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     options.reports(srv)
     srv.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
@@ -48,6 +50,11 @@ def add_parsers(sub: Any, common: Any) -> None:
     srv.add_argument("--kb", type=Path, default=None,
                      help="the knowledge-base folder the --review sets are about (default: the one their "
                           "lab generate sidecar names)")
+    srv.add_argument("--llm", metavar="MODEL", help="--review: the model whose answer checks lab generate --llm "
+                                                    "MODEL --answer-check left in the cache (default: the local Qwen)")
+    srv.add_argument("--config", metavar="NAME", help="--review: loader and LLM from experiments/NAME.yaml, as "
+                                                      "lab audit --config NAME read them")
+    options.experiments(srv)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -64,7 +71,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     reports = args.reports
     if not reports.is_dir():
         raise LabError(f"--reports {reports}: no such folder", hint="pass the folder lab run writes into (default reports)")
-    review_sets = tuple(_review_set(path, args.kb, i) for i, path in enumerate(args.review))
+    review_sets = tuple(_review_set(path, args.kb, i, args) for i, path in enumerate(args.review))
     app = create_app(reports, token=token, local=local, review_sets=review_sets)
     shown = "127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host
     address = f"http://{shown}:{args.port}/" + (f"?token={token}" if token else "")
@@ -77,12 +84,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _review_set(path: Path, kb: Path | None, i: int) -> Any:
+def _review_set(path: Path, kb: Path | None, i: int, args: argparse.Namespace | None = None) -> Any:
     """An eval set offered for review: its rows checked by the loader, its documents read, and the
     audit's rules' notes on each row, with the answer check's where its calls are cached (no model
-    is run: the page opens at once)."""
-    from lab.cli.data import ALL_FORMATS, _corpus
-    from lab.config import LoaderConfig
+    is run: the page opens at once). ``args``: ``--config`` and ``--llm``, the loader and the model
+    whose checks to read, as ``lab audit`` takes them (default: every format, the local Qwen)."""
+    from lab.cli.data import _corpus, _settings
     from lab.evalsets.audit import audit_eval_set
     from lab.evalsets.evalset import load_eval_set
     from lab.report.audit import SECTIONS
@@ -105,10 +112,12 @@ def _review_set(path: Path, kb: Path | None, i: int) -> Any:
         if not named:
             raise DataError(f"--review {path}: which documents is it about?", hint="name them: --kb FOLDER")
         kb = Path(named)
-    corpus = _corpus(kb, LoaderConfig(extensions=ALL_FORMATS))
+    loader, _, llm = _settings(args or argparse.Namespace(config=None, llm=None))
+    corpus = _corpus(kb, loader)
     documents = {d.metadata["source"]: d.text for d in corpus.documents}
+    project = args.experiments.resolve().parent if args is not None and args.config else Path.cwd()
     findings = audit_eval_set(eval_set.rows, documents, source=str(path), literal=corpus.literal,
-                              answer_check=_cached_answer_check(documents, corpus.literal, path))
+                              answer_check=_cached_answer_check(documents, corpus.literal, path, llm, project))
     notes: dict[str, list[str]] = {}
     for anchor, (part, listed), title, _ in SECTIONS:
         if anchor not in DOUBTS:
@@ -120,12 +129,12 @@ def _review_set(path: Path, kb: Path | None, i: int) -> Any:
     return ReviewSet(key=key, path=path, rows=rows, documents=documents, notes=notes)
 
 
-def _cached_answer_check(documents: dict[str, str], literal: dict[str, list], path: Path) -> Any:
+def _cached_answer_check(documents: dict[str, str], literal: dict[str, list], path: Path, llm: Any,
+                         project: Path) -> Any:
     """The answer check's verdicts that an earlier ``lab audit --check`` or ``lab generate
-    --answer-check`` left in the cache (the local model's, with the seed the set at ``path`` was
-    generated with), read without running a model: a row they doubt is shown first with its note;
-    None where there is no cache."""
-    from lab.config import LLMConfig
+    --answer-check`` left in the cache (``llm``'s, with the seed the set at ``path`` was generated
+    with), read without running a model: a row they doubt is shown first with its note; None
+    where there is no cache."""
     from lab.evalsets.answercheck import model_checks, seed_of
     from lab.models.llm import build_llm
     from lab.models.resolve import resolve_llm
@@ -134,7 +143,7 @@ def _cached_answer_check(documents: dict[str, str], literal: dict[str, list], pa
     if not (cache_dir() / "llm.sqlite").is_file():
         return None
     try:
-        plan = resolve_llm(LLMConfig(), "check", Path.cwd())
+        plan = resolve_llm(llm, "check", project)
     except LabError:  # no local model here: the rules' notes alone
         return None
     return model_checks(build_llm(plan, cache_dir()), documents, literal, seed_of(path), cached_only=True)[1]

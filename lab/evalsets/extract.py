@@ -349,6 +349,10 @@ def example_page(source: str) -> bool:
 
 #: Sentences left out, per reason, that :func:`candidates` keeps as examples.
 LEFT_OUT_EXAMPLES = 3
+#: A title, then a dash or a colon and what its section holds: where the title is one of the
+#: document's headings, a table of contents' entry ("Using the Beaker Cache Backend - Includes
+#: arguments understood by Beaker."), a link to a section, no answer (docs/own-documents.md#mako).
+_ENTRY = re.compile(r"^(.{3,80}?)\s+[-–—:]\s+[A-Z]")
 
 
 def candidates(source: str, text: str, cut: Sequence[Block] | None = None,
@@ -361,12 +365,16 @@ def candidates(source: str, text: str, cut: Sequence[Block] | None = None,
     out = []
     cut = blocks(text, source) if cut is None else cut
     logs = [(0, len(text))] if release_folder(source) else change_log(text, cut)
+    titles = {" ".join(b.heading.split()).lower() for b in cut if b.kind == "heading"}
     for block in cut:
         if block.kind != "prose":
             continue
         for a, b in prose_sentences(text, block):
             sentence = text[a:b]
             why = "a change log" if any(s <= a < e for s, e in logs) or issue_entry(sentence) else why_not(sentence)
+            if why is None and (entry := _ENTRY.match(plain(sentence))) and \
+                    " ".join(entry.group(1).split()).lower() in titles:
+                why = "points elsewhere"
             if why is None:
                 out.append(Candidate(source, a, b, sentence, block.heading, _category(sentence)))
             else:

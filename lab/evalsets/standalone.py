@@ -26,7 +26,11 @@ _POINTING = re.compile(r"^(?:it|this|that|these|those|they|them|he|she|then|but|
                        r"the output|because of (?:that|this)|on top of that|"
                        r"in contrast|by contrast|in comparison|unlike (?:that|this|those|these)|for that|"
                        r"either (?:method|way|option|one|approach|of (?:them|these|those))|for more (?:details|information)|"
-                       r"be sure)\b",
+                       r"be sure|if (?:yes|so|not|no)(?=\s*,)|"
+                       # "The function can control whether ...": the section's function, or the one before
+                       r"the (?:function|method|class|object|module|template|tag|value|argument|parameter|option|setting|"
+                       r"attribute|property|decorator|callable|plugin|backend|command|flag|field|key|variable|callback|"
+                       r"handler)(?=\s+(?:can|is|are|will|must|should|does|may|returns?|takes?|has|accepts?)\b))\b",
                        re.I)
 #: Lowercase openings that continue a sentence begun before the sentence: after a code block or a
 #: formula ("where :math:`d` is the number of features.", "will build all examples starting with
@@ -37,7 +41,8 @@ _POINTING = re.compile(r"^(?:it|this|that|these|those|they|them|he|she|then|but|
 _CONTINUES = re.compile(r"^(?:where|which|whose|whereby|will|would|is|are|was|were|has|have|had|with|by|to|if|"
                         r"using|without|whether|must|can|could|may|might|should|shall|than|as|because|while|"
                         r"whereas|from|via|of|at|on)\b")
-#: Words that send the reader elsewhere in the document: "(see table below)", "in this case".
+#: Words that send the reader elsewhere in the document: "(see table below)", "in this case", "here"
+#: ("The full range of Python colon expressions are allowed here"), "For X, see Y.".
 _ELSEWHERE = re.compile(r"\b(?:below|above|as follows|the following|this case|this example|the example|this command|"
                         r"these commands|the previous|the next|the latter|the former|have a look at|"
                         r"read (?:its|the) documentation|(?:is|are) (?:documented|described|listed) (?:in|on|at)|"
@@ -45,7 +50,8 @@ _ELSEWHERE = re.compile(r"\b(?:below|above|as follows|the following|this case|th
                         r"refer to|can be found (?:in|on|at|under)|find (?:the |more )?details|"
                         r"(?:later|earlier) (?:chapter|section|page)s?|"
                         r"(?:do|does|enable|achieve|accomplish) this|either (?:method|way|option|approach))\b"
-                        r"|\(see\b|\bhere\.$|\bthis[.)]*$|^check (?:out )?(?:this|the|our)\b|"
+                        r"|\(see\b|\bhere\b|\bthis[.)]*$|^check (?:out )?(?:this|the|our)\b|"
+                        r"^(?:for|to|if|when|on|in)\b[^,]*,\s*see\b|"  # "To create custom tags ..., see Calling ..."
                         r"\b(?:is|are) in the\b[^.]{0,60}\bdocumentation\b"
                         r"|\b(?:these|those) (?!(?:are|were|is|was|can|will|must|may|should|have)\b)[a-z]\w*", re.I)
 #: A step of a walkthrough, told to the reader ("Open your shell and cd into ...", "Great, you

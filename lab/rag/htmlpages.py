@@ -8,10 +8,13 @@ ranges say it: ``[start, end]`` for a ``<pre>`` element, ``[start, end, level]``
 reads a Markdown or reStructuredText page's markup. Without the headings a page's sections were
 one, its questions were asked without their section, and a change log written as HTML (Scrapy's
 ``news.html``: "Scrapy 1.0.7 (2017-03-03)") was no change log (docs/own-documents.md#scrapy).
+Each is looked for from where it begins in the text, not at the first line of its words: a
+sidebar shows a page's title and sections before its body (docs/own-documents.md#mako).
 """
 
 from __future__ import annotations
 
+import bisect
 from html.parser import HTMLParser
 from typing import Any
 
@@ -33,6 +36,13 @@ class _TextOfHTML(HTMLParser):
         self._in_pre = 0
         self.heads: list[tuple[int, list[str]]] = []  # each heading's level and data
         self._in_head = False
+        self.length = 0  # the characters in parts
+        self.pre_at: list[int] = []  # where each <pre> element, and each heading, begins in "".join(parts)
+        self.heads_at: list[int] = []
+
+    def _part(self, text: str) -> None:
+        self.parts.append(text)
+        self.length += len(text)
 
     def handle_starttag(self, tag: str, attrs: Any) -> None:
         if tag == "title":
@@ -40,15 +50,17 @@ class _TextOfHTML(HTMLParser):
         if tag in self.SKIP:
             self.skipping += 1
         elif tag in self.BLOCKS:
-            self.parts.append("\n")
+            self._part("\n")
         if tag in {"td", "th"}:
-            self.parts.append(" | ")
+            self._part(" | ")
         if tag == "pre" and not self.skipping:
             self._in_pre += 1
             if self._in_pre == 1:
                 self.pre.append([])
+                self.pre_at.append(self.length)
         if tag in HEADINGS and not self.skipping and not self._in_pre:
             self.heads.append((HEADINGS[tag], []))
+            self.heads_at.append(self.length)
             self._in_head = True
 
     def handle_endtag(self, tag: str) -> None:
@@ -57,7 +69,7 @@ class _TextOfHTML(HTMLParser):
         if tag in self.SKIP:
             self.skipping = max(0, self.skipping - 1)
         elif tag in self.BLOCKS:
-            self.parts.append("\n")
+            self._part("\n")
         if tag == "pre":
             self._in_pre = max(0, self._in_pre - 1)
         if tag in HEADINGS:
@@ -67,7 +79,7 @@ class _TextOfHTML(HTMLParser):
         if self._in_title:
             self.title += data
         if not self.skipping:
-            self.parts.append(data)
+            self._part(data)
             if self._in_pre:
                 self.pre[-1].append(data)
             elif self._in_head:
@@ -85,10 +97,11 @@ def html_read(html: str) -> tuple[str, str, list[list[int]]]:
     parser = _TextOfHTML()
     parser.feed(html)
     parser.close()
-    out = _normalised("".join(parser.parts))
-    marked = _ranges(out, parser.pre) + [[*r, level] for r, level in zip(
-        _ranges(out, [data for _, data in parser.heads], one_line=True), [level for level, _ in parser.heads])
-        if r is not None]
+    raw = "".join(parser.parts)
+    out = _normalised(raw)
+    marked = _ranges(out, parser.pre, _lines_at(raw, parser.pre_at)) + [[*r, level] for r, level in zip(
+        _ranges(out, [data for _, data in parser.heads], _lines_at(raw, parser.heads_at), one_line=True),
+        [level for level, _ in parser.heads]) if r is not None]
     return "\n".join(out).strip(), " ".join(parser.title.split()), sorted(marked)
 
 
@@ -105,17 +118,34 @@ def _normalised(text: str) -> list[str]:
     return out
 
 
-def _ranges(out: list[str], elements: list[list[str]], one_line: bool = False) -> list:
-    """Each element's ``[start, end)`` in the text made of ``out`` (its lines found in order, blank
-    lines between them skipped; the first line of ``out`` is at offset 0). ``one_line`` (headings):
-    an element of one line, and a range, or None where it is not found, for every element."""
+def _lines_at(raw: str, offsets: list[int]) -> list[int]:
+    """For each offset in ``raw`` (where an element begins), the line of :func:`_normalised`'s lines
+    from which to look for it: the line of the first character at or after it that is no whitespace.
+    So an element is looked for where it is, not at an earlier line of the same words (a sidebar's
+    entry for a heading, a table of contents)."""
+    firsts, n, blank, pos = [], 0, False, 0  # (raw offset after a line, its normalised line) of non-blank lines
+    for line in raw.splitlines(keepends=True):
+        pos += len(line)
+        if line.split():
+            firsts.append((pos, n))
+            n, blank = n + 1, False
+        elif not blank and n:
+            n, blank = n + 1, True
+    ends = [end for end, _ in firsts]
+    return [firsts[i][1] if (i := bisect.bisect_right(ends, at)) < len(firsts) else n for at in offsets]
+
+
+def _ranges(out: list[str], elements: list[list[str]], lines: list[int], one_line: bool = False) -> list:
+    """Each element's ``[start, end)`` in the text made of ``out`` (its lines found in order from its
+    line in ``lines``, blank lines between them skipped; the first line of ``out`` is at offset 0).
+    ``one_line`` (headings): an element of one line, and a range, or None where it is not found, for
+    every element."""
     starts, pos = [], 0
     for line in out:
         starts.append(pos)
         pos += len(line) + 1
     ranges: list = []
-    cursor = 0
-    for data in elements:
+    for data, cursor in zip(elements, lines):
         want = [line for line in _normalised("".join(data)) if line]
         if not want or (one_line and len(want) > 1):
             if one_line:
@@ -134,7 +164,6 @@ def _ranges(out: list[str], elements: list[list[str]], one_line: bool = False) -
                 k += 1
             if matched == len(want):
                 found = [starts[j], starts[k - 1] + len(out[k - 1])]
-                cursor = k
                 break
         if found is not None or one_line:
             ranges.append(found)

@@ -165,6 +165,30 @@ def test_a_sentence_continuing_one_begun_before_it_is_no_candidate():
     assert why_not("the `encoding` parameter is deprecated in `ClientSession.request()`.") is None  # a list item
 
 
+def test_a_sentence_leaning_on_its_surroundings_or_a_contents_entry_is_no_candidate():
+    """Mako's pages (docs/own-documents.md#mako): "If yes, ..." answers the sentence before it,
+    "For X, see Y." sends the reader to Y, "here" is the page's example, "The function can ..."
+    names its function by its section; a section's title with a dash and what it holds is a
+    table of contents' entry. Each of these gave a bad row; a sentence naming its subject stays."""
+    for pointer in ("If yes, the block is not executed: the parent template renders it already.",
+                    "If not, pint will just copy the quantity to the new registry.",
+                    "To create custom tags which accept a body, see Calling a Def with Embedded Content.",
+                    "The full range of Python colon expressions are allowed here, including ``if`` and ``for``.",
+                    "The function can control whether or not the ``render_body`` function executes."):
+        assert why_not(pointer) == "points elsewhere", pointer
+    for standing in ("If not set, the ``PORT`` variable defaults to 8080.",
+                     "The ``Template.render()`` method calls upon Mako to create a ``Context`` object.",
+                     "Quart by default times out long responses after 60 seconds, see dos_mitigations."):
+        assert why_not(standing) is None, standing
+    text = ("Caching\n=======\n\n* Using the Beaker Cache Backend - Includes arguments understood by Beaker.\n"
+            "* Mako caches the ``render()`` output of a template for 60 seconds by default.\n\n"
+            "Using the Beaker Cache Backend\n------------------------------\n\n"
+            "The ``cache_region`` argument names a Beaker region of the ``cache_impl`` backend.\n")
+    assert [c.text for c in candidates("caching.rst", text)] == [
+        "Mako caches the ``render()`` output of a template for 60 seconds by default.",
+        "The ``cache_region`` argument names a Beaker region of the ``cache_impl`` backend."]
+
+
 def test_hard_wrapped_lines_make_one_sentence():
     text = "Intro\n=====\n\nThe cache lives in ``~/.cache/restic`` unless\nthe ``--cache-dir`` option says otherwise.\n"
     (c,) = candidates("cache.rst", text)

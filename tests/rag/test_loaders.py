@@ -104,6 +104,18 @@ def test_an_html_pages_headings_and_pre_elements_are_said_beside_its_text():
     assert [(text[r[0]:r[1]], *r[2:]) for r in marked] == [("Items¶", 1), ("Item Types", 2), ("x = 1\ny = 2",)]
 
 
+def test_an_html_heading_is_found_where_it_is_not_at_a_sidebar_line_of_its_words():
+    """A page whose sidebar lists its sections by their words (Scrapy's "Page not found", "Index"):
+    the heading's range is the heading's line, and a <pre> is its own lines, not the same words
+    shown earlier."""
+    html = ("<html><body><nav><p>Item Types</p><p>x = 1</p></nav><h1>Item Types</h1>"
+            "<p>Scrapy supports several kinds of item.</p><pre>x = 1</pre></body></html>")
+    text, _, marked = html_read(html)
+    assert text == "Item Types\n\nx = 1\n\nItem Types\n\nScrapy supports several kinds of item.\n\nx = 1"
+    assert [r[0] for r in marked] == [text.index("\n\nItem Types") + 2, text.rindex("x = 1")]
+    assert [(text[r[0]:r[1]], *r[2:]) for r in marked] == [("Item Types", 1), ("x = 1",)]
+
+
 def test_html_file_without_text_is_unreadable(tmp_path):
     (tmp_path / "e.html").write_text("<html><script>x()</script></html>")
     with pytest.raises(Unreadable, match="no visible text"):

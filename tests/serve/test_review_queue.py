@@ -257,3 +257,36 @@ def test_a_row_the_answer_check_doubted_before_is_shown_first_with_its_note(revi
     assert rs.order() == ["g0002", "g0003", "g0004", "g0001"]
     assert rs.notes["g0004"] == ["Questions the answer check doubts: the model finds no answer to it in its sentence"]
     assert "g0001" not in rs.notes and llm.usage.calls == 0
+
+
+def test_the_queue_reads_the_answer_checks_of_the_model_it_is_told(review, tmp_path):
+    """A set checked by another model (lab generate --llm MODEL --answer-check, lab audit --check
+    --config NAME): the queue reads that model's cached verdicts when told it (--llm, --config),
+    and the local Qwen's otherwise, where there are none for this row."""
+    import argparse
+
+    from lab.config import LLMConfig
+    from lab.evalsets import answercheck
+    from lab.evalsets.extract import blocks, document_sentences
+    from lab.models.llm import build_llm
+    from lab.models.resolve import resolve_llm
+    from lab.prompts import load_prompt
+
+    cache = tmp_path / "cache"
+    cache.mkdir(exist_ok=True)
+    other = LLMConfig(model="smollm2-135m-instruct")
+    llm = build_llm(resolve_llm(other, "check", Path.cwd()), cache)
+    prompt, row = load_prompt(answercheck.PASSAGE_PROMPT), review["rows"][3]
+    ref = row["references"][0]
+    before, after = answercheck.neighbours(PRUNE, document_sentences(PRUNE, blocks(PRUNE, "prune.md")),
+                                           ref["start_index"], ref["end_index"])
+    key = llm.key(answercheck._messages(prompt, row["question"], ref["content"], before, after), prompt.version,
+                  answercheck.SCHEMA, 0.0, 0, 80)
+    llm.cache.put(key, {"text": json.dumps({"answer": "NONE"}), "prompt_tokens": 90, "completion_tokens": 5,
+                        "seconds": 3.0, "finish_reason": "stop"})
+    assert "g0004" not in _review_set(review["path"], None, 0).notes  # the local Qwen's: none cached
+    told = argparse.Namespace(config=None, llm="smollm2-135m-instruct", experiments=Path("experiments"))
+    rs = _review_set(review["path"], None, 0, told)
+    assert rs.order()[:3] == ["g0002", "g0003", "g0004"] and rs.notes["g0004"] == [
+        "Questions the answer check doubts: the model finds no answer to it in its sentence"]
+    assert llm.usage.calls == 0
