@@ -47,6 +47,15 @@ _ISSUE_ENTRY = re.compile(r"^\W*(?::(?:gh)?(?:issue|pull|pr|bug):`[^`]+`|`#?\d+\
 #: and "changes/" are left alone: seen in no documentation set, and a company's news is no change log.
 _RELEASE_FOLDER = re.compile(r"^(?:what'?s[-_ ]?new|releases?|release[-_ ]?notes|announce(?:ments?)?|change[-_ ]?logs?"
                              r"|history)$", re.I)
+#: A page of one release by its own name (the file's, or its folder's where a site builder writes
+#: ``NAME/index.html``): "3.6-announcement", "kickstarter-announcement", "whatsnew-5.2",
+#: "changelog-4.4", "release-7.1.0" (Django REST framework's announcements are titled "Django REST
+#: framework 3.6", a name of three words no heading rule takes: docs/own-documents.md#drf).
+_RELEASE_PAGE = re.compile(r"^(?:v?\d+(?:\.\d+)+[-_ ]?(?:announcement|release[-_ ]?notes|notes|changes|changelog)"
+                           r"|[\w.-]*[-_]announcements?|(?:release|whats[-_]?new|changes|changelog)[-_]?v?\d+(?:\.\d+)*)$",
+                           re.I)
+#: What a document's file name ends with, taken off before :data:`_RELEASE_PAGE` reads it.
+_SUFFIXES = (".rst.txt", ".md.txt", ".ipynb.txt", ".txt", ".html", ".htm", ".rst", ".md", ".ipynb")
 #: A change log has at least this many version headings, unless its title is one.
 CHANGE_LOG_VERSIONS = 2
 
@@ -107,5 +116,12 @@ def issue_entry(sentence: str) -> bool:
 def release_folder(source: str) -> bool:
     """The document lies in a folder of release notes (:data:`_RELEASE_FOLDER`), at any depth of
     its path under the knowledge base: a page there is a change log whole, whatever its title
-    ("Migrating Widgets to IPython 3" in IPython's ``whatsnew/``, pytest's sprint announcement)."""
-    return any(_RELEASE_FOLDER.match(part) for part in PurePosixPath(source.replace("\\", "/")).parts[:-1])
+    ("Migrating Widgets to IPython 3" in IPython's ``whatsnew/``, pytest's sprint announcement);
+    or its name, or its folder's, says it is one release's page (:data:`_RELEASE_PAGE`:
+    ``community/3.6-announcement/index.html``)."""
+    parts = PurePosixPath(source.replace("\\", "/")).parts
+    if not parts:
+        return False
+    name = next((parts[-1][:-len(s)] for s in _SUFFIXES if parts[-1].lower().endswith(s)), parts[-1])
+    return any(_RELEASE_FOLDER.match(part) for part in parts[:-1]) or \
+        any(_RELEASE_PAGE.match(part) for part in (*parts[:-1], name))

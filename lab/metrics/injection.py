@@ -251,8 +251,8 @@ def _mixed_word(folded: str) -> str | None:
     """A word whose letters come from Latin and Cyrillic or Greek at once (a look-alike spelling).
     Greek letters that are symbols of science and code ("μs", the micro sign after NFKC; "Cω";
     "λx") look like no Latin letter and make no such word."""
-    for w in _WORD.findall(folded):
-        if len({_script(c) for c in w if c not in _SYMBOLS} & set(_MIXED_SCRIPTS)) >= 2:
+    for w in _WORD.findall(folded):  # an ASCII word is Latin alone: only the others are read letter by letter
+        if not w.isascii() and len({_script(c) for c in w if c not in _SYMBOLS} & set(_MIXED_SCRIPTS)) >= 2:
             return w
     return None
 
