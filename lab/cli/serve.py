@@ -115,7 +115,7 @@ def _review_set(path: Path, kb: Path | None, i: int, args: argparse.Namespace | 
     loader, _, llm = _settings(args or argparse.Namespace(config=None, llm=None))
     corpus = _corpus(kb, loader)
     documents = {d.metadata["source"]: d.text for d in corpus.documents}
-    project = args.experiments.resolve().parent if args is not None and args.config else Path.cwd()
+    project = args.experiments.resolve().parent if args is not None else Path.cwd()  # as lab audit resolves it
     findings = audit_eval_set(eval_set.rows, documents, source=str(path), literal=corpus.literal,
                               answer_check=_cached_answer_check(documents, corpus.literal, path, llm, project))
     notes: dict[str, list[str]] = {}

@@ -46,6 +46,7 @@ from typing import Iterator, Sequence
 
 from lab.evalsets.releases import change_log, issue_entry, release_folder
 from lab.evalsets.standalone import CODE_TERM, plain, why_not
+from lab.evidence.text import fold
 
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
@@ -365,15 +366,14 @@ def candidates(source: str, text: str, cut: Sequence[Block] | None = None,
     out = []
     cut = blocks(text, source) if cut is None else cut
     logs = [(0, len(text))] if release_folder(source) else change_log(text, cut)
-    titles = {" ".join(b.heading.split()).lower() for b in cut if b.kind == "heading"}
+    titles = {fold(b.heading, "words") for b in cut if b.kind == "heading"}
     for block in cut:
         if block.kind != "prose":
             continue
         for a, b in prose_sentences(text, block):
             sentence = text[a:b]
             why = "a change log" if any(s <= a < e for s, e in logs) or issue_entry(sentence) else why_not(sentence)
-            if why is None and (entry := _ENTRY.match(plain(sentence))) and \
-                    " ".join(entry.group(1).split()).lower() in titles:
+            if why is None and (entry := _ENTRY.match(plain(sentence))) and fold(entry.group(1), "words") in titles:
                 why = "points elsewhere"
             if why is None:
                 out.append(Candidate(source, a, b, sentence, block.heading, _category(sentence)))

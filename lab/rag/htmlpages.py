@@ -32,13 +32,12 @@ class _TextOfHTML(HTMLParser):
         self.skipping = 0
         self.title = ""
         self._in_title = False
-        self.pre: list[list[str]] = []  # the data of each <pre> element
-        self._in_pre = 0
-        self.heads: list[tuple[int, list[str]]] = []  # each heading's level and data
-        self._in_head = False
         self.length = 0  # the characters in parts
-        self.pre_at: list[int] = []  # where each <pre> element, and each heading, begins in "".join(parts)
-        self.heads_at: list[int] = []
+        # where each <pre> element, and each heading, begins in "".join(parts), and its data
+        self.pre: list[tuple[int, list[str]]] = []
+        self._in_pre = 0
+        self.heads: list[tuple[int, int, list[str]]] = []  # each heading's level, where it begins, and data
+        self._in_head = False
 
     def _part(self, text: str) -> None:
         self.parts.append(text)
@@ -56,11 +55,9 @@ class _TextOfHTML(HTMLParser):
         if tag == "pre" and not self.skipping:
             self._in_pre += 1
             if self._in_pre == 1:
-                self.pre.append([])
-                self.pre_at.append(self.length)
+                self.pre.append((self.length, []))
         if tag in HEADINGS and not self.skipping and not self._in_pre:
-            self.heads.append((HEADINGS[tag], []))
-            self.heads_at.append(self.length)
+            self.heads.append((HEADINGS[tag], self.length, []))
             self._in_head = True
 
     def handle_endtag(self, tag: str) -> None:
@@ -81,9 +78,9 @@ class _TextOfHTML(HTMLParser):
         if not self.skipping:
             self._part(data)
             if self._in_pre:
-                self.pre[-1].append(data)
+                self.pre[-1][1].append(data)
             elif self._in_head:
-                self.heads[-1][1].append(data)
+                self.heads[-1][2].append(data)
 
 
 def html_text(html: str) -> tuple[str, str]:
@@ -99,9 +96,10 @@ def html_read(html: str) -> tuple[str, str, list[list[int]]]:
     parser.close()
     raw = "".join(parser.parts)
     out = _normalised(raw)
-    marked = _ranges(out, parser.pre, _lines_at(raw, parser.pre_at)) + [[*r, level] for r, level in zip(
-        _ranges(out, [data for _, data in parser.heads], _lines_at(raw, parser.heads_at), one_line=True),
-        [level for level, _ in parser.heads]) if r is not None]
+    pre = _ranges(out, [data for _, data in parser.pre], _lines_at(raw, [at for at, _ in parser.pre]))
+    heads = _ranges(out, [data for _, _, data in parser.heads], _lines_at(raw, [at for _, at, _ in parser.heads]),
+                    one_line=True)
+    marked = pre + [[*r, level] for r, (level, _, _) in zip(heads, parser.heads) if r is not None]
     return "\n".join(out).strip(), " ".join(parser.title.split()), sorted(marked)
 
 
