@@ -264,7 +264,8 @@ def lists_none(question: str, sentence: str) -> str | None:
     read = plain(sentence)
     if _SEVERAL.search(question) and not _LIST.search(read):
         return "the question asks for several things; its sentence lists none"
-    if _WHICH.search(question) and _UNNAMED.search(read) and not (_CALL.search(sentence) or NAMING.search(read)):
+    coded = _PROSE_ROLE.sub(r"\1", sentence)  # a glossary's term or a page's link names nothing in code
+    if _WHICH.search(question) and _UNNAMED.search(read) and not (_CALL.search(coded) or NAMING.search(read)):
         return "the question asks which things; its sentence says there are some and names none"
     return None
 
@@ -276,6 +277,10 @@ _UNNAMED = re.compile(r"\b(?:a couple of|several|a few|various|a number of|commo
                       re.I)
 #: A name in code: markup, or a call ("parse_dict_header()").
 _CALL = re.compile(r"`[^`]+`|\b\w+\(\)")
+#: A role whose text is prose, not code: a glossary's term, a page's or a section's link, a PEP
+#: (":term:`slotted classes`", "{doc}`types`"); its text is group 1.
+_PROSE_ROLES = r"(?:term|doc|ref|pep|rfc|abbr|guilabel|menuselection)"
+_PROSE_ROLE = re.compile(r"(?::" + _PROSE_ROLES + r":|(?<!`)\{" + _PROSE_ROLES + r"\})`[~!]?([^`<]*?)(?:\s*<[^>]+>)?`")
 
 
 def restates(question: str, sentence: str) -> str | None:

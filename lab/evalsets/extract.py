@@ -73,7 +73,7 @@ _COLON_FENCE = re.compile(r"^\s*:{3,}")
 _FOOTNOTE = re.compile(r"^\s*\[\^[^\]]+\]:")
 _DEFINITION = re.compile(r"^\s*:\s+\S")
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]*_`]*\s+(?=[A-Z0-9`\"'(*\[_<-])")
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]*_`]*\s+(?=[A-Z0-9`\"'(*\[_<{:-])")
 _BACKTICKS = re.compile(r"`+")
 _ABBREV = re.compile(r"(?<![^\s(])(?:e\.g|i\.e|etc|vs|no|nr|approx|incl|dr|mr|mrs|ms|st|cf|resp|esp|fig|ver)\.$", re.I)
 #: A number standing alone ("14 copies", "1,300", "2.5"), not part of a name ("AES-256", "v2").

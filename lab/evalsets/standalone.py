@@ -17,7 +17,8 @@ from lab.evidence.text import AUXILIARIES
 MIN_WORDS, MAX_WORDS = 6, 45
 
 #: Openings that point to what came before: a sentence so begun does not stand alone.
-_POINTING = re.compile(r"^(?:it|this|that|these|those|they|them|he|she|then|but|and|or|also|however|so|here|there|"
+_POINTING = re.compile(r"^(?:it|its|this|that|these|those|they|them|their|he|she|then|but|and|or|also|however|so|"
+                       r"here|there|the result(?!\s+(?:of|from)\b)|"
                        r"such|both|thus|hence|therefore|otherwise|instead|similarly|likewise|for example|for instance|"
                        r"in this case|in that case|as (?:mentioned|described|shown|seen|noted)|as you can see|see|note:?|an? (?:\w+ )?note|now|in addition|another|"
                        r"for (?:this|these|those)|"
@@ -53,7 +54,12 @@ _ELSEWHERE = re.compile(r"\b(?:below|above|as follows|the following|this case|th
                         r"|\(see\b|\bhere\b|\bthis[.)]*$|^check (?:out )?(?:this|the|our)\b|"
                         r"^(?:for|to|if|when|on|in)\b[^,]*,\s*see\b|"  # "To create custom tags ..., see Calling ..."
                         r"\b(?:is|are) in the\b[^.]{0,60}\bdocumentation\b"
-                        r"|\b(?:these|those) (?!(?:are|were|is|was|can|will|must|may|should|have)\b)[a-z]\w*", re.I)
+                        r"|\b(?:these|those) (?!(?:are|were|is|was|can|will|must|may|should|have)\b)[a-z]\w*"
+                        r"|\bthis (?:trick|feature|approach|technique|behaviou?r|functionality|pattern)\b", re.I)
+#: A sentence whose subject is another page ("{doc}`types` help you to write correct code.",
+#: ":doc:`tutorial` shows ..."): a link list's entry, about that page (a section's link, ``:ref:``,
+#: often names a thing: ":ref:`Fixtures <fixtures-api>` are defined using ...").
+_PAGE_LINK = re.compile(r"^\W*(?::doc:|\{doc\})`")
 #: A step of a walkthrough, told to the reader ("Open your shell and cd into ...", "Great, you
 #: just generated a skeleton package."): the tutorial's story, not a fact of the product.
 #: A note on an example's numbered line ("line 10: This contains the position of ...") is one too.
@@ -114,16 +120,26 @@ _FAQ = re.compile(r"^(?:Q|A)\s*:\s+")  # a FAQ's question or answer label
 
 def plain(sentence: str) -> str:
     """A sentence without its markup, as a reader sees it: whitespace runs as one space, code and
-    emphasis markup and link targets taken off (reStructuredText and Markdown alike)."""
-    text = re.sub(ROLE, r"\1", sentence)  # :meth:`~flask.Flask.run`
+    emphasis markup and link targets taken off (reStructuredText and Markdown alike). The text of
+    code and of a role is kept as written: ``__setattr__`` is a name, not emphasis; a PEP's or an
+    RFC's role reads as Sphinx shows it ("PEP 557")."""
+    kept: list[str] = []  # code's and roles' text, out of the emphasis rules' reach
+
+    def keep(text: str) -> str:
+        kept.append(text)
+        return f"\x00{len(kept) - 1}\x00"
+
+    text = re.sub(r"(?::(pep|rfc):|(?<!`)\{(pep|rfc)\})`(\d+)`", lambda m: f"{(m[1] or m[2]).upper()} {m[3]}", sentence)
+    text = re.sub(ROLE, lambda m: keep(m[1]), text)  # :meth:`~flask.Flask.run`
     text = re.sub(r"`([^`<]+?)\s*<[^>]+>`_{1,2}", r"\1", text)  # `text <url>`__
     text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)  # [text](url)
     text = re.sub(r"\[\^[^\]]+\]", "", text)  # a footnote's mark: "colorful[^win]"
     # Sphinx's default role: "`!psycopg2`" and "`~Cursor.execute()`" read "psycopg2" and "Cursor.execute()"
-    text = re.sub(r"``([^`]+)``|`(?:[~!](?=\w))?([^`]+)`", lambda m: m.group(1) or m.group(2), text)
+    text = re.sub(r"``([^`]+)``|`(?:[~!](?=\w))?([^`]+)`", lambda m: keep(m[1] or m[2]), text)
     text = re.sub(r"(\*\*|__|\*)(\S.*?\S|\S)\1", r"\2", text)
     text = re.sub(r"(?<=\w)_(?=[\s.,;:)]|$)", "", text)  # a reference's trailing underscore: "manpage_"
     text = re.sub(r"^\*+|\*+$", "", text.strip())  # emphasis cut by the sentence's end: "**Do not ... ."
+    text = re.sub(r"\x00(\d+)\x00", lambda m: kept[int(m[1])], text)
     return " ".join(text.split())
 
 
@@ -140,7 +156,7 @@ def why_not(sentence: str) -> str | None:
     if not read.endswith("."):
         return "not a statement"  # a question, an introduction ("... as follows:"), a fragment
     opening = _FAQ.sub("", read).lstrip("*_`\"'(")  # a FAQ's "A: This is how ..." opens with "This"
-    if _POINTING.match(opening) or _CONTINUES.match(opening) or _ELSEWHERE.search(read):
+    if _POINTING.match(opening) or _CONTINUES.match(opening) or _ELSEWHERE.search(read) or _PAGE_LINK.match(flat):
         return "points elsewhere"
     if _HISTORY.match(opening):
         return "the project's history"

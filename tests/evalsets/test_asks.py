@@ -44,6 +44,10 @@ BAD = [  # (question, its sentence, what the rules say)
      "the question asks which things; its sentence says there are some and names none"),
     ("What are the built-in converters available in the routing system?", "Converters for common types of URL "
      "variables are built-in.", "the question asks which things; its sentence says there are some and names none"),
+    # attrs' row: a glossary's term in a role is no name in code
+    ("What are the advantages of using slotted classes in CPython?", "{term}`Slotted classes <slotted classes>` have "
+     "several advantages on CPython.",
+     "the question asks which things; its sentence says there are some and names none"),
 ]
 GOOD = [
     ("What is a snapshot in the context of a restic repository?", "*Snapshot*: A Snapshot stands for the state of a "

@@ -505,6 +505,37 @@ def test_myst_roles_colon_fences_footnotes_and_definition_lists():
         "the project's history"  # asked as what is, its answer is wrong
 
 
+def test_a_names_underscores_a_peps_role_and_a_link_lists_entries_in_myst():
+    """attrs' MyST pages: a name in code keeps its underscores in the reference answer (the markup
+    was taken off in an order that read ``__setattr__`` as emphasis), a PEP's role reads as Sphinx
+    shows it, a sentence opening with a role is a sentence of its own, and a sentence whose subject
+    is another page, or that opens with "Their", "Its" or "The result", points elsewhere."""
+    assert clean("*attrs* will attach a `__setattr__` method that raises {class}`attrs.exceptions.FrozenError`.") == \
+        "attrs will attach a __setattr__ method that raises attrs.exceptions.FrozenError."
+    assert clean("They are overwritten: {meth}`__getstate__ <object.__getstate__>`, ``__slots__``, __care__.") == \
+        "They are overwritten: __getstate__, __slots__, care."
+    assert clean("The result was {pep}`557`, and :rfc:`7231` says so.") == \
+        "The result was PEP 557, and RFC 7231 says so."
+    md = ("# Day-to-Day Usage\n\n"
+          "- *attrs* is built for extension from the ground up.\n"
+          "  {doc}`extending` will show you the affordances it offers and how to build on them.\n"
+          "- {doc}`types` help you to write *correct* and *self-documenting* code.\n")
+    assert [clean(c.text) for c in candidates("index.md", md)] == []  # too short, and the page's link: none
+    found = [clean(c.text) for c in candidates("x.rst", "The client keeps a pool of 10 connections. "
+                                                         ":class:`Session` holds the cookies of every request.\n")]
+    assert found == ["The client keeps a pool of 10 connections.", "Session holds the cookies of every request."]
+    for pointer in ["Their main advantage is that they use less memory on CPython and are slightly faster.",
+                    "Its default value performs a case-insensitive alphabetical sort.",
+                    "The result, of course, was {pep}`557` which became the `dataclasses` module in Python 3.7.",
+                    "You can only use this trick to tell *Mypy* that a class is actually an *attrs* class.",
+                    "Due to backwards-compatibility, this feature is off by default in {func}`attr.s`, though.",
+                    ":doc:`/server` and :doc:`/cli` have more information about running in debug mode."]:
+        assert why_not(pointer) == "points elsewhere", pointer
+    # the result of something named is a fact; a section's link often names a thing
+    assert why_not("The result of the task is given by the returned value of the ``action`` function.") is None
+    assert why_not(":ref:`Fixtures <fixtures-api>` are defined using the ``@pytest.fixture`` decorator.") is None
+
+
 def _kept_and_logged(source: str, text: str, left: dict | None = None) -> tuple[list[str], int]:
     """A document's candidate sentences, markup off, and how many sentences it left out as a
     change log; ``left``: where they are counted, for a test that reads the examples too."""
