@@ -133,7 +133,8 @@ def plain(sentence: str) -> str:
     text = re.sub(ROLE, lambda m: keep(m[1]), text)  # :meth:`~flask.Flask.run`
     text = re.sub(r"`([^`<]+?)\s*<[^>]+>`_{1,2}", r"\1", text)  # `text <url>`__
     text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)  # [text](url)
-    text = re.sub(r"\[\^[^\]]+\]", "", text)  # a footnote's mark: "colorful[^win]"
+    text = re.sub(r"\s*\[\^[^\]]+\]", "", text)  # a footnote's mark: "colorful[^win]", "for you [^fn1], however"
+    text = re.sub(r"(?<![\w\]])\[([^\]\[]+)\](?:\[[^\]\[]*\])?(?![(:_])", r"\1", text)  # Markdown's "[*Mypy*]" link
     # Sphinx's default role: "`!psycopg2`" and "`~Cursor.execute()`" read "psycopg2" and "Cursor.execute()"
     text = re.sub(r"``([^`]+)``|`(?:[~!](?=\w))?([^`]+)`", lambda m: keep(m[1] or m[2]), text)
     text = re.sub(r"(\*\*|__|\*)(\S.*?\S|\S)\1", r"\2", text)

@@ -516,6 +516,11 @@ def test_a_names_underscores_a_peps_role_and_a_link_lists_entries_in_myst():
         "They are overwritten: __getstate__, __slots__, care."
     assert clean("The result was {pep}`557`, and :rfc:`7231` says so.") == \
         "The result was PEP 557, and RFC 7231 says so."
+    # a footnote's mark leaves no space before a comma; a Markdown reference link reads as its text
+    assert clean("*attrs* will happily write a `__hash__` for you [^fn1], however not by default.") == \
+        "attrs will happily write a __hash__ for you, however not by default."
+    assert clean("*attrs* supports [*Pyright*] through the [`dataclass_transform`][dt] specification.") == \
+        "attrs supports Pyright through the dataclass_transform specification."
     md = ("# Day-to-Day Usage\n\n"
           "- *attrs* is built for extension from the ground up.\n"
           "  {doc}`extending` will show you the affordances it offers and how to build on them.\n"
