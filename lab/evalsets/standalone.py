@@ -132,6 +132,7 @@ def plain(sentence: str) -> str:
     text = re.sub(r"(?::(pep|rfc):|(?<!`)\{(pep|rfc)\})`(\d+)`", lambda m: f"{(m[1] or m[2]).upper()} {m[3]}", sentence)
     text = re.sub(ROLE, lambda m: keep(m[1]), text)  # :meth:`~flask.Flask.run`
     text = re.sub(r"`([^`<]+?)\s*<[^>]+>`_{1,2}", r"\1", text)  # `text <url>`__
+    text = re.sub(r"(?<!`)`([^`<]+?)`_{1,2}(?!\w)", r"\1", text)  # a link's text, not code: `UTS #35 section 3.3`_
     text = re.sub(r"\[([^\]]+)\]\([^)]*\)", r"\1", text)  # [text](url)
     text = re.sub(r"\s*\[\^[^\]]+\]", "", text)  # a footnote's mark: "colorful[^win]", "for you [^fn1], however"
     text = re.sub(r"(?<![\w\]])\[([^\]\[]+)\](?:\[[^\]\[]*\])?(?![(:_])", r"\1", text)  # Markdown's "[*Mypy*]" link

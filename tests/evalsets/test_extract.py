@@ -516,6 +516,9 @@ def test_a_names_underscores_a_peps_role_and_a_link_lists_entries_in_myst():
         "They are overwritten: __getstate__, __slots__, care."
     assert clean("The result was {pep}`557`, and :rfc:`7231` says so.") == \
         "The result was PEP 557, and RFC 7231 says so."
+    # a reStructuredText link's text is no code: its trailing underscore goes with it
+    assert clean("The mode is ``ROUND_HALF_EVEN``, after `UTS #35 section 3.3`_ and Python's `Decimal`__ type.") == \
+        "The mode is ROUND_HALF_EVEN, after UTS #35 section 3.3 and Python's Decimal type."
     # a footnote's mark leaves no space before a comma; a Markdown reference link reads as its text
     assert clean("*attrs* will happily write a `__hash__` for you [^fn1], however not by default.") == \
         "attrs will happily write a __hash__ for you, however not by default."
