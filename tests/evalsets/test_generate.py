@@ -472,16 +472,44 @@ def test_cli_with_smollm2_counts_its_rejections(tmp_path):
 
 
 @pytest.mark.slow
-def test_generate_over_the_formats_kb_then_run_an_experiment_on_it(tmp_path):
-    """The local Qwen over PDF, DOCX, HTML and markdown: every span of the set checks out
-    against the loader's text, and a run of formats-mixed scores the set."""
+def test_generate_both_modes_over_the_formats_kb_then_run_an_experiment_on_each(tmp_path):
+    """The local Qwen over PDF, DOCX, HTML and markdown, in one project (one cache: the documents
+    are read and embedded once), each mode's set then scored by a run of formats-mixed. The default
+    (extractive): every row's span is one prose sentence of the loader's text, one call a candidate.
+    The abstractive mode: every span checks out against the loader's text, categories as accepted."""
     from lab.config import DEFAULT_CATEGORIES
     from lab.evalsets.evalset import check_references, load_eval_set
+    from lab.evalsets.extract import in_example
     from lab.rag.loaders import load_folder
     from runs import latest, load
 
     kb = ROOT / "knowledge-base-formats"
+    docs = {d.metadata["source"]: d.text for d in load_folder(kb, [".md", ".txt", ".pdf", ".docx", ".html"],
+                                                             5_000_000, False).documents}
+
+    def scored(out) -> tuple[dict, list[dict]]:
+        proc = lab(tmp_path, "run", "formats-mixed", "--kb", str(kb), "--eval", str(out), "--retrieval-only",
+                   "--experiments", str(ROOT / "experiments"))
+        assert proc.returncode == 0, proc.stderr
+        return load(latest(tmp_path, "formats-mixed"))
+
     out = tmp_path / "formats.jsonl"
+    proc = lab(tmp_path, "generate", "--kb", str(kb), "--out", str(out), "--n", "3", "--no-progress",
+               "--experiments", str(ROOT / "experiments"))
+    assert proc.returncode == 0, proc.stderr
+    stats = json.loads(out.with_suffix(".gen.json").read_text())
+    rows = load_eval_set(out, DEFAULT_CATEGORIES).rows
+    assert len(rows) == stats["n_accepted"] == 3 and stats["complete"] and stats["mode"] == "extractive"
+    for row in rows:
+        (ref,) = row.references
+        assert docs[ref.source][ref.start_index:ref.end_index] == ref.content
+        assert in_example(docs[ref.source], ref.source, ref.start_index, ref.end_index) is None
+        assert row.question.endswith("?") and row.category in ("direct_fact", "numerical", "temporal")
+    assert stats["usage"]["generation"]["calls"] == stats["candidates"]  # one call a candidate, no check call
+    results, _ = scored(out)
+    assert results["metrics"]["overall"]["span_mrr"]["n"] == 3
+
+    out = tmp_path / "formats-abstractive.jsonl"
     proc = lab(tmp_path, "generate", "--kb", str(kb), "--out", str(out), "--n", "3", "--mode", "abstractive", "--mix",
                "direct_fact=2,numerical=1", "--no-progress", "--experiments", str(ROOT / "experiments"))
     assert proc.returncode == 0, proc.stderr
@@ -490,50 +518,12 @@ def test_generate_over_the_formats_kb_then_run_an_experiment_on_it(tmp_path):
     assert len(eval_set.rows) == stats["n_accepted"] == 3
     assert sorted(r.category for r in eval_set.rows) == ["direct_fact", "direct_fact", "numerical"]  # as accepted
     assert stats["skipped_files"] and stats["candidates"] >= 3  # the two unreadable PDFs, listed
-    corpus = load_folder(kb, [".md", ".txt", ".pdf", ".docx", ".html"], 5_000_000, False)
-    docs = {d.metadata["source"]: d.text for d in corpus.documents}
     assert check_references(eval_set, docs) == 0
     for row in eval_set.rows:
         for ref in row.references:
             assert docs[ref.source][ref.start_index:ref.end_index] == ref.content
-    proc = lab(tmp_path, "run", "formats-mixed", "--kb", str(kb), "--eval", str(out), "--retrieval-only",
-               "--experiments", str(ROOT / "experiments"))
-    assert proc.returncode == 0, proc.stderr
-    results, samples = load(latest(tmp_path, "formats-mixed"))
+    results, _ = scored(out)
     assert results["sample"]["n_questions"] == 3 and results["metrics"]["overall"]["span_recall"]["n"] == 3
-
-
-@pytest.mark.slow
-def test_extractive_generate_over_the_formats_kb_then_run_an_experiment_on_it(tmp_path):
-    """The default mode with the local Qwen over PDF, DOCX, HTML and markdown: every row's span is
-    one prose sentence of the loader's text and its reference answer, and a run scores the set."""
-    from lab.config import DEFAULT_CATEGORIES
-    from lab.evalsets.evalset import load_eval_set
-    from lab.evalsets.extract import in_example
-    from lab.rag.loaders import load_folder
-    from runs import latest, load
-
-    kb = ROOT / "knowledge-base-formats"
-    out = tmp_path / "formats.jsonl"
-    proc = lab(tmp_path, "generate", "--kb", str(kb), "--out", str(out), "--n", "3", "--no-progress",
-               "--experiments", str(ROOT / "experiments"))
-    assert proc.returncode == 0, proc.stderr
-    stats = json.loads(out.with_suffix(".gen.json").read_text())
-    rows = load_eval_set(out, DEFAULT_CATEGORIES).rows
-    assert len(rows) == stats["n_accepted"] == 3 and stats["complete"] and stats["mode"] == "extractive"
-    docs = {d.metadata["source"]: d.text for d in load_folder(kb, [".md", ".txt", ".pdf", ".docx", ".html"],
-                                                             5_000_000, False).documents}
-    for row in rows:
-        (ref,) = row.references
-        assert docs[ref.source][ref.start_index:ref.end_index] == ref.content
-        assert in_example(docs[ref.source], ref.source, ref.start_index, ref.end_index) is None
-        assert row.question.endswith("?") and row.category in ("direct_fact", "numerical", "temporal")
-    assert stats["usage"]["generation"]["calls"] == stats["candidates"]  # one call a candidate, no check call
-    proc = lab(tmp_path, "run", "formats-mixed", "--kb", str(kb), "--eval", str(out), "--retrieval-only",
-               "--experiments", str(ROOT / "experiments"))
-    assert proc.returncode == 0, proc.stderr
-    results, _ = load(latest(tmp_path, "formats-mixed"))
-    assert results["metrics"]["overall"]["span_mrr"]["n"] == 3
 
 
 def test_generate_rejects_a_row_whose_reference_speaks_to_the_evaluator():
