@@ -56,6 +56,11 @@ _ELSEWHERE = re.compile(r"\b(?:below|above|as follows|the following|this case|th
                         r"\b(?:is|are) in the\b[^.]{0,60}\bdocumentation\b"
                         r"|\b(?:these|those) (?!(?:are|were|is|was|can|will|must|may|should|have)\b)[a-z]\w*"
                         r"|\bthis (?:trick|feature|approach|technique|behaviou?r|functionality|pattern)\b", re.I)
+#: A lead-in: a need the next sentence meets ("Sometimes you want to have default values for your
+#: initializer."), or a pointer after an adverb ("Sometimes they're referred to as NG APIs."); a
+#: dummy "it" stays ("Sometimes it is useful to save a Future ...").
+_LEAD_IN = re.compile(r"^(?:sometimes|often|occasionally|in some cases|at times),?\s+(?:(?:you|users?|people)\s+"
+                      r"(?:\w+\s+){0,2}?(?:want|need|wish|prefer)s?\b|(?:they|this|these|those)\b)", re.I)
 #: A sentence whose subject is another page ("{doc}`types` help you to write correct code.",
 #: ":doc:`tutorial` shows ..."): a link list's entry, about that page (a section's link, ``:ref:``,
 #: often names a thing: ":ref:`Fixtures <fixtures-api>` are defined using ...").
@@ -158,7 +163,8 @@ def why_not(sentence: str) -> str | None:
     if not read.endswith("."):
         return "not a statement"  # a question, an introduction ("... as follows:"), a fragment
     opening = _FAQ.sub("", read).lstrip("*_`\"'(")  # a FAQ's "A: This is how ..." opens with "This"
-    if _POINTING.match(opening) or _CONTINUES.match(opening) or _ELSEWHERE.search(read) or _PAGE_LINK.match(flat):
+    if (_POINTING.match(opening) or _CONTINUES.match(opening) or _ELSEWHERE.search(read) or _PAGE_LINK.match(flat)
+            or _LEAD_IN.match(opening)):
         return "points elsewhere"
     if _HISTORY.match(opening):
         return "the project's history"

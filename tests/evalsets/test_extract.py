@@ -537,11 +537,14 @@ def test_a_names_underscores_a_peps_role_and_a_link_lists_entries_in_myst():
                     "The result, of course, was {pep}`557` which became the `dataclasses` module in Python 3.7.",
                     "You can only use this trick to tell *Mypy* that a class is actually an *attrs* class.",
                     "Due to backwards-compatibility, this feature is off by default in {func}`attr.s`, though.",
-                    ":doc:`/server` and :doc:`/cli` have more information about running in debug mode."]:
+                    ":doc:`/server` and :doc:`/cli` have more information about running in debug mode.",
+                    "Sometimes, you want to have your class's `__init__` method do more than the initialization.",
+                    "Sometimes they're referred to as *next-generation* or *NG* APIs."]:
         assert why_not(pointer) == "points elsewhere", pointer
     # the result of something named is a fact; a section's link often names a thing
     assert why_not("The result of the task is given by the returned value of the ``action`` function.") is None
     assert why_not(":ref:`Fixtures <fixtures-api>` are defined using the ``@pytest.fixture`` decorator.") is None
+    assert why_not("Sometimes it is useful to save a `.Future` instead of yielding it immediately.") is None
 
 
 def _kept_and_logged(source: str, text: str, left: dict | None = None) -> tuple[list[str], int]:
