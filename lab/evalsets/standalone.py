@@ -20,7 +20,9 @@ MIN_WORDS, MAX_WORDS = 6, 45
 _POINTING = re.compile(r"^(?:it|its|this|that|these|those|they|them|their|he|she|then|but|and|or|also|however|so|"
                        r"here|there|the result(?!\s+(?:of|from)\b)|"
                        r"such|both|thus|hence|therefore|otherwise|instead|similarly|likewise|for example|for instance|"
-                       r"in this case|in that case|as (?:mentioned|described|shown|seen|noted)|as you can see|see|note:?|an? (?:\w+ )?note|now|in addition|another|"
+                       r"in this case|in that case|in other words|"
+                       r"as (?:mentioned|described|shown|seen|noted)|as you can see|see|note:?|"
+                       r"an? (?:\w+ )?note|now|in addition|another|"
                        r"for (?:this|these|those)|"
                        r"again|finally|first|second|next|last|lastly|alternatively|additionally|furthermore|moreover|the latter|"
                        r"the former|the same|the patterns?|the above|the others?|the rest|the remaining|the command|"
@@ -44,7 +46,8 @@ _CONTINUES = re.compile(r"^(?:where|which|whose|whereby|will|would|is|are|was|we
                         r"whereas|from|via|of|at|on)\b")
 #: Words that send the reader elsewhere in the document: "(see table below)", "in this case", "here"
 #: ("The full range of Python colon expressions are allowed here"), "For X, see Y.".
-_ELSEWHERE = re.compile(r"\b(?:below|above|as follows|the following|this case|this example|the example|this command|"
+_ELSEWHERE = re.compile(r"\b(?:below|above|as follows|the following|this case|this situation|this example|the example|"
+                        r"this command|"
                         r"these commands|the previous|the next|the latter|the former|have a look at|"
                         r"read (?:its|the) documentation|(?:is|are) (?:documented|described|listed) (?:in|on|at)|"
                         r"for (?:more |further |full |the )?details|by reading|consult|why not|file an? (?:issue|bug)|"
@@ -142,7 +145,8 @@ def plain(sentence: str) -> str:
     text = re.sub(r"\s*\[\^[^\]]+\]", "", text)  # a footnote's mark: "colorful[^win]", "for you [^fn1], however"
     text = re.sub(r"(?<![\w\]])\[([^\]\[]+)\](?:\[[^\]\[]*\])?(?![(:_])", r"\1", text)  # Markdown's "[*Mypy*]" link
     # Sphinx's default role: "`!psycopg2`" and "`~Cursor.execute()`" read "psycopg2" and "Cursor.execute()"
-    text = re.sub(r"``([^`]+)``|`(?:[~!](?=\w))?([^`]+)`", lambda m: keep(m[1] or m[2]), text)
+    text = re.sub(r"``([^`]+)``|`(?:[~!](?=\w))?([^`]+?)(?:\s*<[^<>`]+>)?`", lambda m: keep(m[1] or m[2]), text)
+    text = re.sub(r"\\(?=\w)", "", text)  # a reStructuredText escape: "`ErrorTree`\\s" reads "ErrorTrees"
     text = re.sub(r"(\*\*|__|\*)(\S.*?\S|\S)\1", r"\2", text)
     text = re.sub(r"(?<=\w)_(?=[\s.,;:)]|$)", "", text)  # a reference's trailing underscore: "manpage_"
     text = re.sub(r"^\*+|\*+$", "", text.strip())  # emphasis cut by the sentence's end: "**Do not ... ."
@@ -162,6 +166,8 @@ def why_not(sentence: str) -> str | None:
         return "long"
     if not read.endswith("."):
         return "not a statement"  # a question, an introduction ("... as follows:"), a fragment
+    if re.search(r"\b(?:e\.g|i\.e)\.$", read):
+        return "not a statement"  # an example's lead-in, its example a block below: "... -- e.g."
     opening = _FAQ.sub("", read).lstrip("*_`\"'(")  # a FAQ's "A: This is how ..." opens with "This"
     if (_POINTING.match(opening) or _CONTINUES.match(opening) or _ELSEWHERE.search(read) or _PAGE_LINK.match(flat)
             or _LEAD_IN.match(opening)):

@@ -539,12 +539,20 @@ def test_a_names_underscores_a_peps_role_and_a_link_lists_entries_in_myst():
                     "Due to backwards-compatibility, this feature is off by default in {func}`attr.s`, though.",
                     ":doc:`/server` and :doc:`/cli` have more information about running in debug mode.",
                     "Sometimes, you want to have your class's `__init__` method do more than the initialization.",
-                    "Sometimes they're referred to as *next-generation* or *NG* APIs."]:
+                    "Sometimes they're referred to as *next-generation* or *NG* APIs.",
+                    # jsonschema's rows
+                    "In other words, schema authors may wish to use values for the :kw:`format` keyword.",
+                    "The error messages in this situation are not very helpful on their own."]:
         assert why_not(pointer) == "points elsewhere", pointer
     # the result of something named is a fact; a section's link often names a thing
     assert why_not("The result of the task is given by the returned value of the ``action`` function.") is None
     assert why_not(":ref:`Fixtures <fixtures-api>` are defined using the ``@pytest.fixture`` decorator.") is None
     assert why_not("Sometimes it is useful to save a `.Future` instead of yielding it immediately.") is None
+    # an example's lead-in, the example a block below; a reStructuredText escape and a link's target
+    assert why_not("The easiest way is to install ``jsonschema`` with its ``format`` extra -- e.g.") == \
+        "not a statement"
+    assert clean(r"`ErrorTree`\s support the `versioned validators <versioned-validators>` and ``a\b``.") == \
+        r"ErrorTrees support the versioned validators and a\b."
 
 
 def _kept_and_logged(source: str, text: str, left: dict | None = None) -> tuple[list[str], int]:
