@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from lab.evalsets.standalone import NAMING, ROLE, ROLE_NAME, plain
+from lab.evalsets.standalone import NAMING, ROLE, ROLE_NAME, plain, role
 from lab.evidence.text import content_words, fold
 
 #: What a question names: a capitalised word past its first, a term in code markup, an option, a
@@ -279,8 +279,7 @@ _UNNAMED = re.compile(r"\b(?:a couple of|several|a few|various|a number of|commo
 _CALL = re.compile(r"`[^`]+`|\b\w+\(\)")
 #: A role whose text is prose, not code: a glossary's term, a page's or a section's link, a PEP
 #: (":term:`slotted classes`", "{doc}`types`"); its text is group 1.
-_PROSE_ROLES = r"(?:term|doc|ref|pep|rfc|abbr|guilabel|menuselection)"
-_PROSE_ROLE = re.compile(r"(?::" + _PROSE_ROLES + r":|(?<!`)\{" + _PROSE_ROLES + r"\})`[~!]?([^`<]*?)(?:\s*<[^>]+>)?`")
+_PROSE_ROLE = re.compile(role("term|doc|ref|pep|rfc|abbr|guilabel|menuselection"))
 
 
 def restates(question: str, sentence: str) -> str | None:

@@ -64,10 +64,6 @@ _ELSEWHERE = re.compile(r"\b(?:below|above|as follows|the following|this case|th
 #: dummy "it" stays ("Sometimes it is useful to save a Future ...").
 _LEAD_IN = re.compile(r"^(?:sometimes|often|occasionally|in some cases|at times),?\s+(?:(?:you|users?|people)\s+"
                       r"(?:\w+\s+){0,2}?(?:want|need|wish|prefer)s?\b|(?:they|this|these|those)\b)", re.I)
-#: A sentence whose subject is another page ("{doc}`types` help you to write correct code.",
-#: ":doc:`tutorial` shows ..."): a link list's entry, about that page (a section's link, ``:ref:``,
-#: often names a thing: ":ref:`Fixtures <fixtures-api>` are defined using ...").
-_PAGE_LINK = re.compile(r"^\W*(?::doc:|\{doc\})`")
 #: A step of a walkthrough, told to the reader ("Open your shell and cd into ...", "Great, you
 #: just generated a skeleton package."): the tutorial's story, not a fact of the product.
 #: A note on an example's numbered line ("line 10: This contains the position of ...") is one too.
@@ -81,12 +77,29 @@ _AUTHORS = re.compile(r"\b(?:we|we're|we'll|we've|our|ours)\b(?! (?:recommend|su
 #: A subject said to exist in a vague quantity, none named: "Some parentheses are optional in the
 #: Python grammar.", "Werkzeug provides a couple of functions to parse HTTP headers".
 _SOME = re.compile(r"^(?:some|many|several|a few|various|a couple of)\b|\ba couple of\b", re.I)
+
+
+def role_name(names: str = r"[\w:.-]+") -> str:
+    """The name of a role whose name ``names`` (a pattern) matches, reStructuredText's (":pep:") or
+    MyST's ("{pep}"), before its backquoted text."""
+    return r"(?::(?:" + names + r"):|(?<!`)\{(?:" + names + r")\})"
+
+
+def role(names: str = r"[\w:.-]+") -> str:
+    """A role whose name ``names`` matches, with the text a reader sees of it (group 1)."""
+    return role_name(names) + r"`[~!]?([^`<\s][^`<]*?)(?:\s*<[^>]+>)?`"
+
+
 #: A reStructuredText role, or a MyST Markdown one, and the text a reader sees of it (group 1):
 #: ":meth:`~flask.Flask.run`", ":ref:`the tutorial <tutorial>`", "{func}`structlog.configure`";
 #: ROLE_NAME, the role's name alone (":pep:" of ":pep:`3333`", "{mod}" of "{mod}`contextvars`").
 #: A MyST role is not code that opens with braces ("`{name}` placeholders").
-ROLE = r"(?::[\w:.-]+:|(?<!`)\{[\w:.-]+\})`[~!]?([^`<\s][^`<]*?)(?:\s*<[^>]+>)?`"
-ROLE_NAME = r"(?::[\w:.-]+:|(?<!`)\{[\w:.-]+\})(?=`[^`\s])"
+ROLE = role()
+ROLE_NAME = role_name() + r"(?=`[^`\s])"
+#: A sentence whose subject is another page ("{doc}`types` help you to write correct code.",
+#: ":doc:`tutorial` shows ..."): a link list's entry, about that page (a section's link, ``:ref:``,
+#: often names a thing: ":ref:`Fixtures <fixtures-api>` are defined using ...").
+_PAGE_LINK = re.compile(r"^\W*" + role_name("doc") + "`")
 #: Words before named examples: "Several backends, for example Google Drive and Dropbox, ...".
 NAMING = re.compile(r"\b(?:for example|for instance|such as|e\.g\.|including|namely)\b|:\s", re.I)
 CODE_TERM = re.compile(r"``[^`]+``|`[^`]+`|(?<![\w-])--?[A-Za-z][\w-]*")
@@ -137,7 +150,8 @@ def plain(sentence: str) -> str:
         kept.append(text)
         return f"\x00{len(kept) - 1}\x00"
 
-    text = re.sub(r"(?::(pep|rfc):|(?<!`)\{(pep|rfc)\})`(\d+)`", lambda m: f"{(m[1] or m[2]).upper()} {m[3]}", sentence)
+    text = re.sub(role_name("pep") + r"`(\d+)`", r"PEP \1", sentence)
+    text = re.sub(role_name("rfc") + r"`(\d+)`", r"RFC \1", text)
     text = re.sub(ROLE, lambda m: keep(m[1]), text)  # :meth:`~flask.Flask.run`
     text = re.sub(r"`([^`<]+?)\s*<[^>]+>`_{1,2}", r"\1", text)  # `text <url>`__
     text = re.sub(r"(?<!`)`([^`<]+?)`_{1,2}(?!\w)", r"\1", text)  # a link's text, not code: `UTS #35 section 3.3`_

@@ -510,20 +510,24 @@ def test_a_names_underscores_a_peps_role_and_a_link_lists_entries_in_myst():
     was taken off in an order that read ``__setattr__`` as emphasis), a PEP's role reads as Sphinx
     shows it, a sentence opening with a role is a sentence of its own, and a sentence whose subject
     is another page, or that opens with "Their", "Its" or "The result", points elsewhere."""
-    assert clean("*attrs* will attach a `__setattr__` method that raises {class}`attrs.exceptions.FrozenError`.") == \
-        "attrs will attach a __setattr__ method that raises attrs.exceptions.FrozenError."
-    assert clean("They are overwritten: {meth}`__getstate__ <object.__getstate__>`, ``__slots__``, __care__.") == \
-        "They are overwritten: __getstate__, __slots__, care."
-    assert clean("The result was {pep}`557`, and :rfc:`7231` says so.") == \
-        "The result was PEP 557, and RFC 7231 says so."
-    # a reStructuredText link's text is no code: its trailing underscore goes with it
-    assert clean("The mode is ``ROUND_HALF_EVEN``, after `UTS #35 section 3.3`_ and Python's `Decimal`__ type.") == \
-        "The mode is ROUND_HALF_EVEN, after UTS #35 section 3.3 and Python's Decimal type."
-    # a footnote's mark leaves no space before a comma; a Markdown reference link reads as its text
-    assert clean("*attrs* will happily write a `__hash__` for you [^fn1], however not by default.") == \
-        "attrs will happily write a __hash__ for you, however not by default."
-    assert clean("*attrs* supports [*Pyright*] through the [`dataclass_transform`][dt] specification.") == \
-        "attrs supports Pyright through the dataclass_transform specification."
+    for markup, reads in [
+            ("*attrs* will attach a `__setattr__` method that raises {class}`attrs.exceptions.FrozenError`.",
+             "attrs will attach a __setattr__ method that raises attrs.exceptions.FrozenError."),
+            ("They are overwritten: {meth}`__getstate__ <object.__getstate__>`, ``__slots__``, __care__.",
+             "They are overwritten: __getstate__, __slots__, care."),
+            ("The result was {pep}`557`, and :rfc:`7231` says so.", "The result was PEP 557, and RFC 7231 says so."),
+            # a reStructuredText link's text is no code: its trailing underscore goes with it
+            ("The mode is ``ROUND_HALF_EVEN``, after `UTS #35 section 3.3`_ and Python's `Decimal`__ type.",
+             "The mode is ROUND_HALF_EVEN, after UTS #35 section 3.3 and Python's Decimal type."),
+            # a footnote's mark leaves no space before a comma; a Markdown reference link reads as its text
+            ("*attrs* will happily write a `__hash__` for you [^fn1], however not by default.",
+             "attrs will happily write a __hash__ for you, however not by default."),
+            ("*attrs* supports [*Pyright*] through the [`dataclass_transform`][dt] specification.",
+             "attrs supports Pyright through the dataclass_transform specification."),
+            # a reStructuredText escape and a default role's target
+            (r"`ErrorTree`\s support the `versioned validators <versioned-validators>` and ``a\b``.",
+             r"ErrorTrees support the versioned validators and a\b.")]:
+        assert clean(markup) == reads, markup
     md = ("# Day-to-Day Usage\n\n"
           "- *attrs* is built for extension from the ground up.\n"
           "  {doc}`extending` will show you the affordances it offers and how to build on them.\n"
@@ -548,11 +552,9 @@ def test_a_names_underscores_a_peps_role_and_a_link_lists_entries_in_myst():
     assert why_not("The result of the task is given by the returned value of the ``action`` function.") is None
     assert why_not(":ref:`Fixtures <fixtures-api>` are defined using the ``@pytest.fixture`` decorator.") is None
     assert why_not("Sometimes it is useful to save a `.Future` instead of yielding it immediately.") is None
-    # an example's lead-in, the example a block below; a reStructuredText escape and a link's target
+    # an example's lead-in, the example a block below
     assert why_not("The easiest way is to install ``jsonschema`` with its ``format`` extra -- e.g.") == \
         "not a statement"
-    assert clean(r"`ErrorTree`\s support the `versioned validators <versioned-validators>` and ``a\b``.") == \
-        r"ErrorTrees support the versioned validators and a\b."
 
 
 def _kept_and_logged(source: str, text: str, left: dict | None = None) -> tuple[list[str], int]:
