@@ -1,7 +1,8 @@
 """The review queue in a real browser against a real ``lab serve --review`` process: a reviewer
 keeps a row, moves a span by selecting text in the document (the reference taken from the span
 follows it), drops a row, and the reviewed copy on disk says so; HTML in a question stays text; the
-seconds each row was on screen come with its verdict, the time the tab was hidden left out."""
+seconds each row was on screen come with its verdict, the time the tab was hidden left out; the same
+verdicts given by keys, with letters typed into a field staying its text."""
 
 import json
 
@@ -80,3 +81,43 @@ def test_a_reviewer_keeps_moves_a_span_and_drops_in_the_browser(chromium, review
     assert rows[1]["reference_answer"] == part and rows[1]["review"]["by"] == "ana"
     took = {k: v["seconds"] for k, v in ReviewStore(review["reports"]).verdicts(str(review["path"].resolve())).items()}
     assert 40 <= took["g0002"] < 70 and took["g0003"] < 30 and 5 <= took["g0001"] < 35  # real time runs on beside
+
+
+def test_a_reviewer_gives_verdicts_by_keys_and_letters_typed_into_a_field_stay_text(chromium, review):
+    server = Server(review["reports"], free_port(), ("--review", str(review["path"]))).start()
+    try:
+        page = chromium.new_page(viewport={"width": 1300, "height": 1000})
+        seen = watched(page)
+        page.goto(server.url + "/review/gen?reviewer=ana")
+        assert page.locator("#item").get_attribute("data-id") == "g0002"
+        page.keyboard.press("Enter")  # no verdict yet: nothing is saved
+        assert page.locator("#item").get_attribute("data-id") == "g0002" and page.locator("#save").is_disabled()
+        page.keyboard.press("d")
+        assert page.locator(".choices button[data-verdict='drop']").get_attribute("aria-pressed") == "true"
+        with page.expect_navigation():
+            page.keyboard.press("Enter")
+        assert page.locator("#item").get_attribute("data-id") == "g0003"
+        page.keyboard.press("f")  # the question has the focus: what follows is its text, "k" and "d" included
+        page.keyboard.type(" (kept, or deleted?)")
+        assert page.locator(".choices button[data-verdict='fix']").get_attribute("aria-pressed") == "true"
+        with page.expect_navigation():
+            page.keyboard.press("Control+Enter")
+        assert page.locator("#item").get_attribute("data-id") == "g0001"
+        page.click("#note")
+        page.keyboard.type("dk")
+        page.keyboard.press("Enter")  # a new line in the note, no verdict chosen, nothing saved
+        assert page.locator("#note").input_value() == "dk\n" and page.locator("#save").is_disabled()
+        page.evaluate("document.activeElement.blur()")
+        page.keyboard.press("k")
+        with page.expect_navigation():
+            page.keyboard.press("Enter")
+        assert "1 kept · 1 fixed · 1 dropped · 1 unreviewed" in page.locator("#counts").inner_text()
+        assert page.locator("#keys").inner_text().startswith("keys: k keep · d drop · f edit the question")
+        assert seen == {"dialogs": [], "errors": [], "elsewhere": []}
+    finally:
+        server.kill()
+    rows = {r["id"]: r for r in map(json.loads, copy_paths(review["path"])[0].read_text(encoding="utf-8").splitlines())}
+    assert sorted(rows) == ["g0001", "g0003", "g0004"]  # g0002 dropped
+    assert rows["g0003"]["question"] == "How long are snapshots kept? (kept, or deleted?)"
+    assert rows["g0003"]["review"]["verdict"] == "fix" and rows["g0001"]["review"]["verdict"] == "keep"
+    assert rows["g0001"]["review"]["note"] == "dk\n" and "review" not in rows["g0004"]
