@@ -162,6 +162,27 @@ def test_two_annotators_label_at_once_through_a_restart_and_nothing_is_lost(chro
         assert seen == {"dialogs": [], "errors": [], "elsewhere": []}
 
 
+def test_an_answer_is_labelled_by_keys_and_letters_typed_into_the_note_stay_its_text(chromium, served):
+    page = chromium.new_page()
+    seen = watched(page)
+    start_labelling(page, served.url, "cy")
+    qid = page.locator("#item").get_attribute("data-id")
+    page.keyboard.press("w")
+    assert page.locator(".choices button[data-label='wrong']").get_attribute("aria-pressed") == "true"
+    page.click("#note")
+    page.keyboard.type("cpw")  # the note's text, not verdicts
+    assert page.locator(".choices button[data-label='wrong']").get_attribute("aria-pressed") == "true"
+    page.evaluate("document.activeElement.blur()")
+    page.keyboard.press("p")
+    with page.expect_navigation():
+        page.keyboard.press("Enter")
+    assert page.locator("#item").get_attribute("data-id") != qid
+    assert page.locator("#keys").inner_text().startswith("keys: c correct · p partly correct · w wrong")
+    assert [(r["question_id"], r["label"], r["note"]) for r in LabelStore(served.reports).labels(RUN)
+            if r["annotator"] == "cy"] == [(qid, "partly", "cpw")]
+    assert seen == {"dialogs": [], "errors": [], "elsewhere": []}
+
+
 def test_html_in_questions_and_answers_is_text_in_the_served_pages(chromium, served):
     page = chromium.new_page()
     seen = watched(page)

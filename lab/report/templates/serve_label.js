@@ -11,6 +11,8 @@
   }
   buttons.forEach(function (b) { b.addEventListener("click", function () { chosen = b.dataset.label; paint(); }); });
   paint();
+  function pick(label) { return function () { chosen = label; paint(); }; }
+  queueKeys({c: pick("correct"), p: pick("partly"), w: pick("wrong")}, save);  // _queue_keys.js
   save.addEventListener("click", function () {
     save.disabled = true;
     var acc = document.getElementById("accuracy").value;

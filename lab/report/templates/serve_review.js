@@ -42,21 +42,9 @@
     });
   }
   paint();
-  // keys for a queue read row after row: k keep, d drop, f edit the question (a fix), Enter save and next;
-  // letters go to the text while a field has the focus, where Ctrl+Enter (Cmd+Enter) saves
-  document.addEventListener("keydown", function (e) {
-    var typing = /^(TEXTAREA|INPUT)$/.test(e.target.tagName);
-    if (e.key === "Enter" && (e.ctrlKey || e.metaKey || !typing) && !e.altKey) {
-      if (!save.disabled) { e.preventDefault(); save.click(); }
-      return;
-    }
-    if (typing || e.ctrlKey || e.metaKey || e.altKey) { return; }
-    var pick = {k: "keep", d: "drop"}[e.key];
-    if (pick) { e.preventDefault(); chosen = pick; paint(); }
-    else if (e.key === "f") {
-      e.preventDefault(); question.focus(); question.setSelectionRange(question.value.length, question.value.length);
-    }
-  });
+  queueKeys({k: function () { chosen = "keep"; paint(); }, d: function () { chosen = "drop"; paint(); },
+             f: function () { question.focus(); question.setSelectionRange(question.value.length, question.value.length); }},
+            save);  // _queue_keys.js
   save.addEventListener("click", function () {
     save.disabled = true;
     var body = {set: key, id: id, reviewer: reviewer, verdict: chosen, note: document.getElementById("note").value,
