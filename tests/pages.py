@@ -1,6 +1,7 @@
 """Headless Chromium for the report pages: the browser tests use it, and so does
 ``make screenshots`` (``python tests/pages.py --run turn13 --compare turn13 turn18 turn22-offline``),
-which writes the PNGs under ``docs/img/`` that the docs site shows.
+which writes the PNGs under ``docs/img/`` that the docs site shows (``--review URL``: a served
+review queue's, ``serve-review.png``, made of attrs' generated rows).
 
 Debian's chromium (``make browser`` installs it), driven by Playwright; Playwright downloads
 nothing. The flags keep Chromium off the network (this machine has none to offer).
@@ -121,6 +122,18 @@ def serve_screenshots(url: str, pair: list[str], judged: str, out: Path, b=None)
     return shots
 
 
+def review_screenshot(queue: str, out: Path, b=None) -> Path:
+    """A served review queue's page (``lab serve --review``; ``queue``: its address
+    ``http://HOST:PORT/review/KEY``) as a reviewer named ana meets its first row."""
+    if b is None:
+        with browser() as b:
+            return review_screenshot(queue, out, b)
+    page = b.new_page(viewport={"width": 1400, "height": 1300})
+    page.goto(f"{queue}?reviewer=ana")
+    page.wait_for_selector("#item")
+    return shoot(page, out / "serve-review.png", height=1300)
+
+
 def docs_screenshot(site: Path, out: Path, b=None) -> Path:
     """The docs site's home page (``make docs`` builds ``site/``), as the layout page shows it."""
     if b is None:
@@ -142,9 +155,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("docs") / "img")
     ap.add_argument("--judged", help="a judged run (NAME or folder): also its judge checks and labelling controls")
     ap.add_argument("--docs", type=Path, metavar="SITE", help="a built docs site (make docs: site/): its home page")
+    ap.add_argument("--review", metavar="URL", help="a served review queue (lab serve --review), as "
+                                                   "http://127.0.0.1:8765/review/KEY: its first row")
     args = ap.parse_args(argv)
-    if bool(args.run) != bool(args.compare) or not (args.run or args.judged or args.docs):
-        ap.error("give --run and --compare together, or --judged, or --docs")
+    if bool(args.run) != bool(args.compare) or not (args.run or args.judged or args.docs or args.review):
+        ap.error("give --run and --compare together, or --judged, or --docs, or --review")
+    if args.review:
+        print(review_screenshot(args.review.rstrip("/"), args.out))
     if args.docs:
         print(docs_screenshot(args.docs, args.out))
     if args.judged:

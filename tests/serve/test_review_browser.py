@@ -84,12 +84,22 @@ def test_a_reviewer_keeps_moves_a_span_and_drops_in_the_browser(chromium, review
 
 
 def test_a_reviewer_gives_verdicts_by_keys_and_letters_typed_into_a_field_stay_text(chromium, review):
+    pad = "".join(f"Line {i} of a long introduction.\n" for i in range(80)) + "\n"  # the span far down its box
+    (review["kb"] / "backup.md").write_text(pad + POLICY, encoding="utf-8")
+    for row in review["rows"]:
+        for ref in row["references"]:
+            if ref["source"] == "backup.md":
+                ref["start_index"] += len(pad)
+                ref["end_index"] += len(pad)
+    review["path"].write_text("".join(json.dumps(r) + "\n" for r in review["rows"]), encoding="utf-8")
     server = Server(review["reports"], free_port(), ("--review", str(review["path"]))).start()
     try:
         page = chromium.new_page(viewport={"width": 1300, "height": 1000})
         seen = watched(page)
         page.goto(server.url + "/review/gen?reviewer=ana")
         assert page.locator("#item").get_attribute("data-id") == "g0002"
+        box, span = page.locator("#doc").bounding_box(), page.locator("#span").bounding_box()
+        assert box["y"] <= span["y"] and span["y"] + span["height"] <= box["y"] + box["height"]  # in view
         page.keyboard.press("Enter")  # no verdict yet: nothing is saved
         assert page.locator("#item").get_attribute("data-id") == "g0002" and page.locator("#save").is_disabled()
         page.keyboard.press("d")

@@ -24,6 +24,9 @@
   buttons.forEach(function (b) { b.addEventListener("click", function () { chosen = b.dataset.verdict; paint(); }); });
   [question, reference].forEach(function (t) { t.addEventListener("input", function () { if (edited()) { chosen = "fix"; } paint(); }); });
   if (doc) {
+    // the span a third of the way down its document's box, whatever the 1,500 characters before it fill
+    var mark = document.getElementById("span");
+    doc.scrollTop += mark.getBoundingClientRect().top - doc.getBoundingClientRect().top - doc.clientHeight / 3;
     doc.addEventListener("mouseup", function () {
       var sel = window.getSelection();
       if (!sel.rangeCount || sel.isCollapsed) { return; }
