@@ -283,10 +283,21 @@ _PROSE_ROLE = re.compile(role("term|doc|ref|pep|rfc|abbr|guilabel|menuselection"
 
 
 def restates(question: str, sentence: str) -> str | None:
-    """A question holding every content word of its sentence (3 or more): nothing is left for the
-    answer to say ("What is the canonical URL for the about endpoint without a trailing slash?" on
-    "The canonical URL for the about endpoint does not have a trailing slash.")."""
-    said = content_words(sentence)
-    if len(said) >= 3 and said <= content_words(question):
+    """A question holding every content word of its sentence (3 or more), each read by its
+    :func:`stem`: nothing is left for the answer to say ("What is the canonical URL for the about
+    endpoint without a trailing slash?" on "The canonical URL for the about endpoint does not have a
+    trailing slash."; "What are the ASGI frameworks that can be run using Uvicorn, Daphne, or
+    Hypercorn?" on "You can use Uvicorn, Daphne, or Hypercorn to run any ASGI framework.")."""
+    said = {stem(w) for w in content_words(sentence)}
+    if len(said) >= 3 and said <= {stem(w) for w in content_words(question)}:
         return f"the question holds every content word of its sentence ({len(said)}): nothing is left to answer"
     return None
+
+
+def stem(word: str) -> str:
+    """``word`` without a final "ing", "ed", "es", "s" or "e" where two letters or more are left:
+    "using" and "use" read "us", "frameworks" "framework"; enough to see one word in two forms."""
+    for end in ("ing", "ed", "es", "s", "e"):
+        if word.endswith(end) and len(word) - len(end) >= 2:
+            return word[:-len(end)]
+    return word

@@ -4,7 +4,7 @@ shape that must pass."""
 
 import pytest
 
-from lab.evalsets.asks import answer_type, asks_elsewhere, mentions_only, restates, says_not_to
+from lab.evalsets.asks import answer_type, asks_elsewhere, mentions_only, restates, says_not_to, stem
 
 BAD = [  # (question, its sentence, what the rules say)
     ("What is the root user?", "On UNIX-like systems this is traditionally the ``root`` user.",
@@ -102,6 +102,14 @@ def test_a_question_holding_every_word_of_its_sentence_restates_it():
                     "The released binaries for restic are built using a Docker container.") is not None
     assert restates("What is the response generated from a Request?", "response: The response generated from a "
                     "Request.") is not None  # three content words, all in the question
+    # the same words in other forms ("using" and "use", "frameworks" and "framework"): Uvicorn's row, graded bad
+    assert restates("What are the ASGI frameworks that can be run using Uvicorn, Daphne, or Hypercorn?",
+                    "You can use Uvicorn, Daphne, or Hypercorn to run any ASGI framework.") == \
+        "the question holds every content word of its sentence (7): nothing is left to answer"
+    assert restates("What does Uvicorn use to run ASGI frameworks?",  # "Daphne" and "Hypercorn" are left to answer
+                    "You can use Uvicorn, Daphne, or Hypercorn to run any ASGI framework.") is None
+    assert [stem(w) for w in ("using", "use", "uses", "frameworks", "published", "is", "ring")] == \
+        ["us", "us", "us", "framework", "publish", "is", "ring"]
 
 
 def test_the_parts_alone():
