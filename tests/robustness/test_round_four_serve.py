@@ -180,7 +180,7 @@ def test_no_inline_script_runs_and_each_page_script_is_a_file_of_the_templates(r
             assert src or 'type="application/json"' in attrs, (url, attrs)  # data is never run
             if src:
                 linked.add(src.group(1))
-    assert linked == {"/static/serve_runs.js", "/static/_table.js", "/static/serve_label.js",
+    assert linked == {"/static/serve_runs.js", "/static/_table.js", "/static/serve_label.js", "/static/_queue_keys.js",
                       "/static/serve_agreement.js"}
     for src in linked:
         js = client.get(src)
