@@ -232,13 +232,13 @@ def audit_hint(out: str, kb: str, rows: int) -> str:
     """After a default ``lab generate`` of ``rows`` questions: the cheaper way to the rows most
     likely wrong, ``lab audit --check`` (one answer check a row: a generated row's reference is its
     span's own words, asked no yes/no verdict) and then the review queue, which shows them first;
-    what the check's doubt is worth is docs/own-documents.md#audit-answer-check's, held out on seven
-    sets' 269 rows (docs/own-documents.md#uvicorn)."""
+    what the check's doubt is worth is docs/own-documents.md#audit-answer-check's, held out on eight
+    sets' 314 rows (docs/own-documents.md#genshi)."""
     from lab.evalsets.answercheck import CALL_SECONDS
 
     return (f"next, to read the rows most likely wrong first: lab audit {out} --kb {kb} --check (~{rows} "
             f"call{'s' * (rows != 1)}, about {duration(rows * CALL_SECONDS)}, 2-core prior: of the rows it doubted "
-            f"on seven held-out sets, 50% were bad, of the rest 21%), then lab serve --review {out} shows them first")
+            f"on eight held-out sets, 47% were bad, of the rest 20%), then lab serve --review {out} shows them first")
 
 
 def cached_questions(llm: LabLLM, docs: dict[str, str], seed: int, cost: RoleCost, cut: dict[str, list],
