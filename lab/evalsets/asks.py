@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from lab.evalsets.standalone import NAMING, ROLE, ROLE_NAME, plain, role
-from lab.evidence.text import content_words, fold
+from lab.evidence.text import content_words, fold, stem
 
 #: What a question names: a capitalised word past its first, a term in code markup, an option, a
 #: name in capitals ("RESTIC_REPOSITORY"), a term in single quotes ("the 'debug' option").
@@ -292,12 +292,3 @@ def restates(question: str, sentence: str) -> str | None:
     if len(said) >= 3 and said <= {stem(w) for w in content_words(question)}:
         return f"the question holds every content word of its sentence ({len(said)}): nothing is left to answer"
     return None
-
-
-def stem(word: str) -> str:
-    """``word`` without a final "ing", "ed", "es", "s" or "e" where two letters or more are left:
-    "using" and "use" read "us", "frameworks" "framework"; enough to see one word in two forms."""
-    for end in ("ing", "ed", "es", "s", "e"):
-        if word.endswith(end) and len(word) - len(end) >= 2:
-            return word[:-len(end)]
-    return word

@@ -1,5 +1,5 @@
-"""How the lab compares texts: one fold, one word rule, one stop list, the figures, one citation
-grammar.
+"""How the lab compares texts: one fold, one word rule (and its :func:`stem`), one stop list, the
+figures, one citation grammar.
 
 :func:`fold` has four levels, each the comparison one kind of evidence has always used (so no
 metric, funnel record or cache key changes with this module):
@@ -132,6 +132,15 @@ def words(text: str) -> list[str]:
 def content_words(text: str) -> set[str]:
     """The words of ``text`` that say something: no stop word, no one-letter word, numbers kept."""
     return {w for w in words(text) if any(c.isdigit() for c in w) or (len(w) > 1 and w not in STOP)}
+
+
+def stem(word: str) -> str:
+    """``word`` without a final "ing", "ed", "es", "s" or "e" where two letters or more are left:
+    "using" and "use" read "us", "frameworks" "framework"; enough to see one word in two forms."""
+    for end in ("ing", "ed", "es", "s", "e"):
+        if word.endswith(end) and len(word) - len(end) >= 2:
+            return word[:-len(end)]
+    return word
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ shape that must pass."""
 
 import pytest
 
-from lab.evalsets.asks import answer_type, asks_elsewhere, mentions_only, restates, says_not_to, stem
+from lab.evalsets.asks import answer_type, asks_elsewhere, mentions_only, restates, says_not_to
+from lab.evidence.text import stem
 
 BAD = [  # (question, its sentence, what the rules say)
     ("What is the root user?", "On UNIX-like systems this is traditionally the ``root`` user.",

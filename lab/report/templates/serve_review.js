@@ -45,9 +45,9 @@
     });
   }
   paint();
-  queueKeys({k: function () { chosen = "keep"; paint(); }, d: function () { chosen = "drop"; paint(); },
-             f: function () { question.focus(); question.setSelectionRange(question.value.length, question.value.length); }},
-            save);  // _queue_keys.js
+  function pick(verdict) { return function () { chosen = verdict; paint(); }; }
+  function edit() { question.focus(); question.setSelectionRange(question.value.length, question.value.length); }
+  queueKeys({k: pick("keep"), d: pick("drop"), f: edit}, save);  // _queue_keys.js
   save.addEventListener("click", function () {
     save.disabled = true;
     var body = {set: key, id: id, reviewer: reviewer, verdict: chosen, note: document.getElementById("note").value,
